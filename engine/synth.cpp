@@ -1,0 +1,279 @@
+#include "engine/synth.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <simdjson.h>
+
+#include "engine/atomic_file.h"
+#include "engine/error.h"
+#include "engine/expert_bank.h"
+#include "engine/expert_record.h"
+#include "engine/f16.h"
+#include "engine/manifest.h"
+#include "engine/quantize.h"
+#include "engine/rng.h"
+#include "engine/synth_tokenizer.h"
+#include "engine/tensor_specs.h"
+
+namespace waste {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kStages = 3, kEntries = 256;
+
+struct Preset {
+  int hidden, layers, experts, top_k, moe_inter, dense_inter, shared;
+  int kda_heads, kda_dim, heads, nope, rope, v, kv_lora, q_lora;
+  int latent, res_block, vocab;
+  std::vector<int> mla_layers;  // 1-based, the rest are KDA
+  int64_t quant_threshold;      // tensors with fewer elements stay F32
+};
+
+Preset preset_for(const SynthOptions& o) {
+  bool k3 = o.arch == Arch::kK3;
+  if (o.preset == "tiny")
+    return k3 ? Preset{128, 6, 16, 4, 32, 192, 2, 4, 32, 4, 16, 8, 16, 32, 48, 64, 2, 0, {4, 6}, 4096}
+              : Preset{128, 5, 8, 2, 64, 256, 1, 4, 32, 4, 16, 8, 16, 32, 0, 0, 0, 0, {4}, 4096};
+  if (o.preset == "small")
+    return k3 ? Preset{512, 13, 64, 8, 128, 1024, 2, 8, 64, 8, 64, 32, 64, 128, 192, 256, 6, 0,
+                       {4, 8, 12, 13}, 65536}
+              : Preset{512, 8, 64, 8, 256, 1024, 1, 8, 64, 8, 64, 32, 64, 128, 0, 0, 0, 0,
+                       {4, 8}, 65536};
+  if (o.preset == "48b-shape") {
+    if (k3) fail<UsageError>("synth: preset 48b-shape is Kimi-Linear's shape; use --arch kimi-linear");
+    return Preset{2304, 27, 256, 8, 1024, 9216, 1, 32, 128, 32, 128, 64, 128, 512, 0, 0, 0,
+                  163840, {4, 8, 12, 16, 20, 24, 27}, 65536};
+  }
+  fail<UsageError>("synth: unknown preset '{}' (tiny, small or 48b-shape)", o.preset);
+}
+
+std::string int_list(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
+  return "[" + s + "]";
+}
+
+std::string config_json(const SynthOptions& o, const Preset& p, int vocab, int eos, int bos) {
+  bool k3 = o.arch == Arch::kK3;
+  std::vector<int> kda;
+  for (int l = 1; l <= p.layers; l++)
+    if (std::find(p.mla_layers.begin(), p.mla_layers.end(), l) == p.mla_layers.end())
+      kda.push_back(l);
+  std::string s = fmt::format(
+      "{{\"architectures\":[\"KimiLinearForCausalLM\"],\"model_type\":\"kimi_linear\","
+      "\"hidden_size\":{},\"num_hidden_layers\":{},\"vocab_size\":{},\"bos_token_id\":{},"
+      "\"eos_token_id\":{},\"rms_norm_eps\":1e-05,\"first_k_dense_replace\":1,"
+      "\"intermediate_size\":{},\"moe_intermediate_size\":{},\"num_experts\":{},"
+      "\"num_experts_per_token\":{},\"num_shared_experts\":{},\"moe_renormalize\":true,"
+      "\"moe_router_activation_func\":\"sigmoid\",\"routed_scaling_factor\":{},"
+      "\"num_attention_heads\":{},\"qk_nope_head_dim\":{},\"qk_rope_head_dim\":{},"
+      "\"v_head_dim\":{},\"kv_lora_rank\":{},\"q_lora_rank\":{},\"mla_use_nope\":true,"
+      "\"hidden_act\":\"{}\",\"linear_attn_config\":{{\"num_heads\":{},\"head_dim\":{},"
+      "\"short_conv_kernel_size\":4,\"kda_layers\":{},\"full_attn_layers\":{}",
+      p.hidden, p.layers, vocab, bos, eos, p.dense_inter, p.moe_inter, p.experts, p.top_k,
+      p.shared, k3 ? "1.5" : "2.446", p.heads, p.nope, p.rope, p.v, p.kv_lora,
+      p.q_lora ? std::to_string(p.q_lora) : "null", k3 ? "situ" : "silu", p.kda_heads, p.kda_dim,
+      int_list(kda), int_list(p.mla_layers));
+  if (!k3) return s + "}}";
+  return s + fmt::format(
+                 ",\"use_full_rank_gate\":true,\"gate_lower_bound\":-5.0}},"
+                 "\"activation_situ_beta\":4.0,\"activation_situ_linear_beta\":25.0,"
+                 "\"attn_res_block_size\":{},\"latent_moe_use_norm\":true,"
+                 "\"mla_use_output_gate\":true,\"routed_expert_hidden_size\":{},"
+                 "\"_outer\":{{\"architectures\":[\"KimiK3ForConditionalGeneration\"],"
+                 "\"model_type\":\"kimi_k3\"}}}}",
+                 p.res_block, p.latent);
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// Random values shaped like a trained tensor's: norm weights near 1, matrices with unit-variance
+// outputs, decay parameters in their working ranges.
+std::vector<float> tensor_values(const TensorSpec& s, const ModelConfig& c, Rng& rng) {
+  int64_t n = 1;
+  for (int64_t d : s.shape) n *= d;
+  std::vector<float> v((size_t)n);
+  const std::string& name = s.name;
+  int64_t cols = s.shape.back();
+  float a = std::sqrt(3.0f / (float)cols);
+  if (ends_with(name, "A_log")) {
+    for (int64_t i = 0; i < n; i++) v[i] = i < c.kda_heads ? std::log(rng.uniform(1.0f, 16.0f)) : 0;
+  } else if (ends_with(name, "dt_bias") || ends_with(name, "e_score_correction_bias")) {
+    for (float& x : v) x = rng.uniform(-0.5f, 0.5f);
+  } else if (name.find("conv1d") != std::string::npos || ends_with(name, "res_proj.weight")) {
+    for (float& x : v) x = rng.uniform(-0.5f, 0.5f);
+  } else if (s.shape.size() == 1) {  // norm weights
+    for (float& x : v) x = rng.uniform(0.8f, 1.2f);
+  } else {
+    if (name == "model.embed_tokens.weight") a = 1.0f;
+    if (name == "lm_head.weight") a *= 4.0f;  // spread logits so greedy choices are clear
+    for (float& x : v) x = rng.uniform(-a, a);
+  }
+  return v;
+}
+
+TensorFormat format_for(const TensorSpec& s, int64_t threshold) {
+  int64_t n = 1;
+  for (int64_t d : s.shape) n *= d;
+  if (s.count_only || s.shape.size() == 1 || n < threshold) return TensorFormat::kF32;
+  if (s.name == "model.embed_tokens.weight" || s.name == "lm_head.weight") return TensorFormat::kQ8G;
+  return TensorFormat::kQ4G;
+}
+
+// trunk.bin plus the manifest's trunk array.
+std::string write_trunk(const fs::path& dir, const ModelConfig& c, const std::string& prefix,
+                        int64_t threshold, Rng& rng) {
+  AtomicFile f(dir / "trunk.bin");
+  std::string index;
+  for (TensorSpec s : text_tensor_specs(c)) {
+    if (s.optional && s.name.find("correction_bias") == std::string::npos) continue;
+    if (ends_with(s.name, "A_log") && c.arch() == Arch::kK3 && c.kda_dim >= c.kda_heads)
+      s.shape = {c.kda_dim};  // K3 ships A_log padded to head_dim with a zero tail
+    TensorFormat fmt_ = format_for(s, threshold);
+    std::vector<float> w = tensor_values(s, c, rng);
+    int64_t cols = s.shape.back(), rows = (int64_t)w.size() / cols;
+    std::vector<uint8_t> payload, scales;
+    quantize_matrix(fmt_, w.data(), rows, cols, &payload, &scales);
+    uint64_t off = f.size();
+    f.write(payload.data(), payload.size());
+    std::string entry = fmt::format("{{\"name\":\"{}{}\",\"fmt\":{},\"off\":{},\"shape\":[{}]",
+                                    prefix, s.name, (int)fmt_, off, fmt::join(s.shape, ","));
+    if (fmt_ != TensorFormat::kF32) {
+      entry += fmt::format(",\"group\":128,\"scale_off\":{}", f.size());
+      f.write(scales.data(), scales.size());
+    }
+    entry += fmt::format(",\"bytes\":{}}}", f.size() - off);
+    index += (index.empty() ? "" : ",\n  ") + entry;
+  }
+  f.commit();
+  return index;
+}
+
+// Codebooks with shrinking stage magnitudes, as residual VQ learns them.
+void write_codebooks(const fs::path& dir, int n_layers, Rng& rng) {
+  AtomicFile f(dir / "codebooks.bin");
+  std::vector<uint16_t> body(kEntries * kVqDim);
+  for (int b = 0; b < n_layers * 3 * kStages; b++) {
+    uint32_t hdr[4] = {0x4B424357u, (uint32_t)(b & 0xffff) | (4u << 16) | (8u << 24),
+                       (uint32_t)kEntries, 0};
+    f.write(hdr, sizeof hdr);
+    float mag = 0.3f / (float)(1 << (b % kStages));
+    for (uint16_t& h : body) h = f32_to_f16(rng.uniform(-mag, mag));
+    f.write(body.data(), body.size() * 2);
+  }
+  f.commit();
+}
+
+void fill_indices(uint8_t* p, const RecordGeometry& g, int64_t rows, int64_t cols, Rng& rng) {
+  int64_t nv = cols / kVqDim;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t v = 0; v < nv; v++) {
+      uint8_t* run = p + ((r / kVqRowBlock * nv + v) * kVqRowBlock + r % kVqRowBlock) * g.stages;
+      uint64_t bits = rng.next();
+      for (int s = 0; s < g.stages; s++) run[s] = (uint8_t)((bits >> (8 * s)) % (uint64_t)g.entries);
+    }
+}
+
+void fill_scales(uint16_t* s, int64_t rows, int64_t cols, Rng& rng) {
+  float base = 5.0f / std::sqrt((float)cols);
+  for (int64_t r = 0; r < rows; r++) s[r] = f32_to_f16(base * rng.uniform(0.8f, 1.2f));
+}
+
+void write_bank(const fs::path& path, const RecordGeometry& g, int layer, int experts, int base,
+                Rng& rng) {
+  AtomicFile f(path);
+  AlignedBuffer rec(g.stride);
+  for (int e = 0; e < experts; e++) {
+    std::memset(rec.data(), 0, g.stride);
+    uint8_t* p = rec.data() + kExpertHeaderBytes;
+    fill_indices(p, g, g.inter, g.width, rng);
+    fill_indices(p + g.gate_bytes(), g, g.inter, g.width, rng);
+    fill_indices(p + 2 * g.gate_bytes(), g, g.width, g.inter, rng);
+    auto* scales = reinterpret_cast<uint16_t*>(p + 2 * g.gate_bytes() + g.down_bytes());
+    fill_scales(scales, g.inter, g.width, rng);
+    fill_scales(scales + g.inter, g.inter, g.width, rng);
+    fill_scales(scales + 2 * g.inter, g.width, g.inter, rng);
+    finish_record(rec.data(), g, layer, e, base);
+    f.write(rec.data(), g.stride);
+  }
+  f.commit();
+}
+
+std::string write_banks(const fs::path& dir, const ModelConfig& c, Rng& rng) {
+  RecordGeometry g;
+  g.inter = c.moe_inter;
+  g.width = c.expert_in();
+  g.stages = kStages;
+  g.entries = kEntries;
+  g.stride = (g.used_bytes() + 4095) / 4096 * 4096;
+  std::string layers;
+  int n = 0;
+  for (int l = 0; l < c.n_layers; l++) {
+    if (!c.is_moe_layer(l)) continue;
+    std::string file = fmt::format("experts-L{}.bin", l);
+    int base = n++ * 3 * kStages;
+    write_bank(dir / file, g, l, c.n_experts, base, rng);
+    layers += fmt::format("{}\"{}\":{{\"file\":\"{}\",\"experts\":{},\"bytes\":{},"
+                          "\"codebook_base\":{}}}",
+                          layers.empty() ? "" : ",\n  ", l, file, c.n_experts,
+                          g.stride * (uint64_t)c.n_experts, base);
+  }
+  write_codebooks(dir, n, rng);
+  return layers;
+}
+
+}  // namespace
+
+std::string synthetic_config_json(const SynthOptions& opt, int vocab) {
+  Preset p = preset_for(opt);
+  int base = vocab - kSynthSpecialBlock;
+  return config_json(opt, p, vocab, base + 2, base);
+}
+
+void write_synthetic(const fs::path& out, const SynthOptions& opt) {
+  Preset p = preset_for(opt);
+  if (fs::exists(out)) fail<UsageError>("synth: {} already exists; choose a new path", out.string());
+  fs::path tmp = out;
+  tmp += fmt::format(".partial-{}", ::getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    Rng rng(opt.seed);
+    SynthVocab sv = write_synthetic_tokenizer(tmp, opt.arch, p.vocab);
+    std::string cfg_text = config_json(opt, p, sv.vocab, sv.eos, sv.bos);
+    bool k3 = opt.arch == Arch::kK3;
+    std::string prefix = k3 ? "language_model." : "";
+    simdjson::dom::parser parser;
+    simdjson::padded_string padded(cfg_text);
+    ModelConfig c = parse_model_config(parser.parse(padded).value(), "synth config");
+    std::string trunk = write_trunk(tmp, c, prefix, p.quant_threshold, rng);
+    std::string layers = write_banks(tmp, c, rng);
+    std::string manifest = fmt::format(
+        "{{\"format_version\":0,\"arch\":\"{}\",\"tensor_prefix\":\"{}\",\n\"config\":{},\n"
+        "\"expert_quant\":{{\"fmt\":\"VQ3R\",\"stages\":{},\"vec_dim\":8,\"entries\":{},"
+        "\"index_block\":64,\"index_bits\":8,\"bits_per_weight\":3.0}},\n"
+        "\"layers\":{{\n  {}}},\n\"trunk\":[\n  {}]}}\n",
+        k3 ? "kimi-k3" : "kimi-linear", prefix, cfg_text, kStages, kEntries, layers, trunk);
+    write_file_atomic(tmp / "manifest.json", manifest);
+    fs::rename(tmp, out);
+    sync_dir(out.parent_path().empty() ? "." : out.parent_path());
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace waste

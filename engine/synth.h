@@ -1,0 +1,26 @@
+// Synthetic containers: random weights with the real wiring of an architecture, for tests, the
+// built-in demo model and benchmarks (`waste synth`).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "engine/model_config.h"
+
+namespace waste {
+
+struct SynthOptions {
+  Arch arch = Arch::kKimiLinear;
+  std::string preset = "tiny";  // tiny | small | 48b-shape
+  uint64_t seed = 1;
+};
+
+// Writes a complete v0 container to `out` (which must not exist) atomically: everything is
+// written into a sibling temporary folder that is renamed at the end.
+void write_synthetic(const std::filesystem::path& out, const SynthOptions& opt);
+
+// The manifest `config` object a preset uses (exposed for tests).
+std::string synthetic_config_json(const SynthOptions& opt, int vocab);
+
+}  // namespace waste

@@ -1,0 +1,11 @@
+// The `waste` subcommands. Each returns the process exit status and throws cli::UsageFailure
+// for a bad command line; engine errors propagate to main, which prints them.
+#pragma once
+
+namespace waste::cli {
+
+int cmd_info(int argc, char** argv);
+int cmd_verify(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
+
+}  // namespace waste::cli

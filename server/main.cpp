@@ -1,0 +1,52 @@
+// `waste`: one executable for the daemon and its tools.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "server/cli_args.h"
+#include "server/cli_commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* usage;
+};
+
+const Command kCommands[] = {
+    {"info", waste::cli::cmd_info, "waste info MODEL [--json] [--ctx N]"},
+    {"verify", waste::cli::cmd_verify, "waste verify MODEL"},
+    {"synth", waste::cli::cmd_synth,
+     "waste synth OUT --arch kimi-linear|k3 --preset tiny|small|48b-shape [--seed N]"},
+};
+
+void print_usage(FILE* f) {
+  std::fprintf(f, "usage:\n");
+  for (const Command& c : kCommands) std::fprintf(f, "  %s\n", c.usage);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const Command& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(argc, argv);
+    } catch (const waste::cli::UsageFailure& u) {
+      std::fprintf(stderr, "waste %s: %s\nusage: %s\n", c.name, u.message.c_str(), c.usage);
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "waste %s: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "waste: unknown command '%s'\n", argv[1]);
+  print_usage(stderr);
+  return 2;
+}

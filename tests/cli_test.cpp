@@ -1,0 +1,69 @@
+// The `waste` executable's container commands, driven as a user would.
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string waste_cmd(const std::string& args) { return test::waste_binary().string() + " " + args; }
+
+TEST(Cli, SynthInfoVerifyRoundTrip) {
+  test::TempDir d;
+  std::string out;
+  fs::path m = d / "m.waste";
+  ASSERT_EQ(test::run_command(waste_cmd("synth " + m.string() + " --arch k3 --preset tiny"), &out),
+            0)
+      << out;
+  ASSERT_EQ(test::run_command(waste_cmd("info " + m.string() + " --json"), &out), 0) << out;
+  simdjson::dom::parser p;
+  simdjson::dom::element info = p.parse(out).value();
+  EXPECT_EQ(std::string_view(info["family"].get_string().value()), "k3");
+  EXPECT_EQ(int64_t(info["moe_layers"].get_int64().value()), 5);
+  EXPECT_GT(int64_t(info["params_total"].get_int64().value()),
+            int64_t(info["params_active"].get_int64().value()));
+  EXPECT_GT(int64_t(info["ram"]["floor_bytes"].get_int64().value()), 0);
+  ASSERT_EQ(test::run_command(waste_cmd("verify " + m.string()), &out), 0) << out;
+  EXPECT_NE(out.find("all 80 expert records"), std::string::npos) << out;
+}
+
+TEST(Cli, VerifyNamesTheCorruptRecordAndFails) {
+  test::TempDir d;
+  std::string out;
+  fs::path m = d / "m.waste";
+  ASSERT_EQ(test::run_command(waste_cmd("synth " + m.string()), &out), 0) << out;
+  {
+    std::fstream f(m / "experts-L3.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(12288 * 6 + 500);
+    f.put('\x77');
+  }
+  EXPECT_EQ(test::run_command(waste_cmd("verify " + m.string()), &out), 1) << out;
+  EXPECT_NE(out.find("experts-L3.bin: layer 3, expert 6, byte offset 73728"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("1 of 32 expert records failed"), std::string::npos) << out;
+}
+
+TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
+  std::string out;
+  EXPECT_EQ(test::run_command(waste_cmd("info"), &out), 2);
+  EXPECT_NE(out.find("usage: waste info"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(waste_cmd("info x --bogus"), &out), 2);
+  EXPECT_NE(out.find("unknown option --bogus"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(waste_cmd("info x --ctx abc"), &out), 2);
+  EXPECT_NE(out.find("'abc' is not an integer"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(waste_cmd("frobnicate"), &out), 2);
+  EXPECT_EQ(test::run_command(waste_cmd("info /nonexistent/m.waste"), &out), 1);
+  EXPECT_NE(out.find("/nonexistent/m.waste: not a container directory"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(waste_cmd("synth /tmp/x --arch llama"), &out), 2);
+  EXPECT_NE(out.find("'llama' is not kimi-linear or k3"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace waste

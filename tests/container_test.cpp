@@ -1,0 +1,296 @@
+// The container reader: synthetic containers open and verify; every kind of damage is refused
+// with a message naming the file and the field.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "engine/container.h"
+#include "engine/crc32.h"
+#include "engine/error.h"
+#include "engine/expert_record.h"
+#include "engine/model_info.h"
+#include "engine/synth.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+class ContainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    write_synthetic(dir_->path() / "kl.waste", {Arch::kKimiLinear, "tiny", 7});
+    write_synthetic(dir_->path() / "k3.waste", {Arch::kK3, "tiny", 7});
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static fs::path kl() { return dir_->path() / "kl.waste"; }
+  static fs::path k3() { return dir_->path() / "k3.waste"; }
+
+  // A private copy to damage.
+  fs::path copy_of(const fs::path& src) {
+    fs::path dst = scratch_.path() / src.filename();
+    fs::copy(src, dst, fs::copy_options::recursive);
+    return dst;
+  }
+
+  static TempDir* dir_;
+  TempDir scratch_;
+};
+TempDir* ContainerTest::dir_ = nullptr;
+
+// Opens and returns the error message, failing the test if it opened.
+template <typename E = FormatError>
+std::string open_error(const fs::path& p, OpenOptions opt = {}) {
+  try {
+    Container::open(p, opt);
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "container opened, but it should have been refused: " << p;
+  return "";
+}
+
+void patch_file(const fs::path& p, uint64_t off, const std::string& bytes) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp((std::streamoff)off);
+  f.write(bytes.data(), (std::streamsize)bytes.size());
+}
+
+void edit_manifest(const fs::path& dir, const std::string& from, const std::string& to) {
+  std::string m = test::read_file(dir / "manifest.json");
+  size_t at = m.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  m.replace(at, from.size(), to);
+  test::write_file(dir / "manifest.json", m);
+}
+
+TEST_F(ContainerTest, SyntheticKimiLinearOpensWithItsWiring) {
+  auto c = Container::open(kl());
+  const ModelConfig& cfg = c->config();
+  EXPECT_EQ(cfg.arch(), Arch::kKimiLinear);
+  EXPECT_EQ(cfg.n_layers, 5);
+  EXPECT_EQ(cfg.n_mla_layers(), 1);
+  EXPECT_FALSE(cfg.is_kda[3]);  // 1-based layer 4 is MLA
+  EXPECT_TRUE(cfg.is_kda[0]);
+  EXPECT_TRUE(cfg.renormalize);
+  EXPECT_EQ(c->manifest().banks.size(), 4u);  // layers 1..4; layer 0 is dense
+  EXPECT_EQ(c->n_codebooks(), 4 * 3 * 3);
+  // Quantized and F32 tensors are both present in the tiny preset.
+  EXPECT_EQ(c->matrix("lm_head.weight").fmt, TensorFormat::kQ8G);
+  EXPECT_EQ(c->matrix("model.layers.1.self_attn.q_proj.weight").fmt, TensorFormat::kQ4G);
+  EXPECT_EQ(c->matrix("model.layers.1.self_attn.b_proj.weight").fmt, TensorFormat::kF32);
+  EXPECT_TRUE(c->tokenizer_path().has_value());
+  EXPECT_FALSE(c->specials().empty());
+}
+
+TEST_F(ContainerTest, SyntheticK3HasEveryK3Feature) {
+  auto c = Container::open(k3());
+  const ModelConfig& cfg = c->config();
+  EXPECT_EQ(cfg.arch(), Arch::kK3);
+  EXPECT_EQ(c->manifest().tensor_prefix, "language_model.");
+  EXPECT_EQ(cfg.architecture, "KimiK3ForConditionalGeneration");
+  EXPECT_GT(cfg.latent, 0);
+  EXPECT_TRUE(cfg.latent_norm);
+  EXPECT_TRUE(cfg.mla_output_gate);
+  EXPECT_TRUE(cfg.kda_full_rank_gate);
+  EXPECT_LT(cfg.gate_lower_bound, 0);
+  EXPECT_GT(cfg.attn_res_block, 0);
+  EXPECT_TRUE(cfg.situ);
+  EXPECT_GT(cfg.q_lora, 0);
+  EXPECT_TRUE(c->has("model.layers.1.block_sparse_moe.routed_expert_down_proj.weight"));
+  EXPECT_TRUE(c->has("model.output_attn_res_proj.weight"));
+}
+
+TEST_F(ContainerTest, SynthIsDeterministicPerSeed) {
+  TempDir d;
+  write_synthetic(d / "a", {Arch::kK3, "tiny", 3});
+  write_synthetic(d / "b", {Arch::kK3, "tiny", 3});
+  write_synthetic(d / "c", {Arch::kK3, "tiny", 4});
+  for (const char* f : {"trunk.bin", "experts-L2.bin", "codebooks.bin", "manifest.json"}) {
+    EXPECT_EQ(test::read_file(d / "a" / f), test::read_file(d / "b" / f)) << f;
+  }
+  EXPECT_NE(test::read_file(d / "a" / "trunk.bin"), test::read_file(d / "c" / "trunk.bin"));
+}
+
+TEST_F(ContainerTest, SynthRefusesExistingOutputAndUnknownPreset) {
+  EXPECT_THROW(write_synthetic(kl(), {Arch::kKimiLinear, "tiny", 1}), UsageError);
+  TempDir d;
+  EXPECT_THROW(write_synthetic(d / "x", {Arch::kKimiLinear, "huge", 1}), UsageError);
+  EXPECT_FALSE(fs::exists(d / "x"));
+}
+
+TEST_F(ContainerTest, EveryRecordVerifies) {
+  OpenOptions opt;
+  opt.verify_crc = true;
+  opt.load_trunk = false;
+  for (const fs::path& p : {kl(), k3()}) {
+    auto c = Container::open(p, opt);
+    EXPECT_TRUE(verify_records(*c).empty()) << p;
+  }
+}
+
+TEST_F(ContainerTest, RecordsDecodeToTheWrittenGeometry) {
+  auto c = Container::open(k3());
+  const ExpertBank& bank = c->bank(1);
+  AlignedBuffer buf(bank.stride());
+  bank.read(3, buf.data());
+  ExpertView v = view_record(buf.data(), bank.geometry());
+  EXPECT_EQ(v.gate.rows, c->config().moe_inter);
+  EXPECT_EQ(v.gate.nv, c->config().latent / 8);
+  EXPECT_EQ(v.down.rows, c->config().latent);
+  EXPECT_EQ(v.down.nv, c->config().moe_inter / 8);
+  EXPECT_EQ(v.codebook_base, c->manifest().banks.at(1).codebook_base);
+  // Indices never name a code past the codebook.
+  EXPECT_LT(v.gate.idx[0], 256);
+}
+
+TEST_F(ContainerTest, FlippedPayloadByteIsCaughtByCrcOnlyWithVerify) {
+  fs::path p = copy_of(kl());
+  uint64_t stride = Container::open(p, {false})->bank(2).stride();
+  patch_file(p / "experts-L2.bin", 5 * stride + 100, "\x5a");
+  OpenOptions quick;
+  quick.load_trunk = false;
+  auto c = Container::open(p, quick);
+  AlignedBuffer buf(stride);
+  EXPECT_NO_THROW(c->bank(2).read(5, buf.data()));  // header checks pass without --verify
+  OpenOptions verify = quick;
+  verify.verify_crc = true;
+  auto v = Container::open(p, verify);
+  auto problems = verify_records(*v);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("layer 2, expert 5, byte offset " + std::to_string(5 * stride)),
+            std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[0].find("checksum mismatch"), std::string::npos) << problems[0];
+}
+
+TEST_F(ContainerTest, DamagedHeaderFieldsAreNamed) {
+  struct Case {
+    uint64_t off;
+    std::string bytes, field;
+  };
+  for (const Case& k : {Case{0, "X", "magic"}, Case{4, "\x07", "field layer"},
+                        Case{6, "\x03", "expert_id"}, Case{8, "\x09", "fmt"},
+                        Case{10, "\x05", "codebook_id"}, Case{12, "\x01", "lowrank_id"},
+                        Case{16, "\x63", "rec_4k_blocks"}, Case{24, "\x01", "up_off"},
+                        Case{32, "\x02", "chan_corr_off"}}) {
+    fs::path p = scratch_.path() / ("h" + std::to_string(k.off));
+    fs::copy(kl(), p, fs::copy_options::recursive);
+    uint64_t stride = Container::open(p, {false})->bank(3).stride();
+    patch_file(p / "experts-L3.bin", 2 * stride + k.off, k.bytes);
+    auto c = Container::open(p, {false});
+    AlignedBuffer buf(stride);
+    try {
+      c->bank(3).read(2, buf.data());
+      ADD_FAILURE() << "damaged " << k.field << " was accepted";
+    } catch (const FormatError& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("expert 2 of layer 3"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(k.field), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST_F(ContainerTest, TruncatedBankIsRefusedAtOpen) {
+  fs::path p = copy_of(kl());
+  fs::resize_file(p / "experts-L4.bin", fs::file_size(p / "experts-L4.bin") - 4096);
+  std::string msg = open_error(p);
+  EXPECT_NE(msg.find("experts-L4.bin"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+}
+
+TEST_F(ContainerTest, MissingFilesAreNamed) {
+  for (const char* f : {"trunk.bin", "codebooks.bin", "experts-L1.bin", "manifest.json"}) {
+    fs::path p = scratch_.path() / (std::string("m-") + f);
+    fs::copy(kl(), p, fs::copy_options::recursive);
+    fs::remove(p / f);
+    try {
+      Container::open(p);
+      ADD_FAILURE() << "opened without " << f;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    }
+  }
+}
+
+struct ManifestCase {
+  const char* from;
+  const char* to;
+  const char* expect;  // a fragment the message must contain
+};
+
+TEST_F(ContainerTest, BadManifestsAreRefusedNamingTheField) {
+  const ManifestCase cases[] = {
+      {"\"format_version\":0", "\"format_version\":1", "format_version 1 is not supported"},
+      {"\"format_version\":0,", "", "format_version missing"},
+      {"\"hidden_size\":128", "\"hidden_size\":-128", "config.hidden_size: -128 is out of range"},
+      {"\"hidden_size\":128", "\"hidden_size\":99999999999", "config.hidden_size"},
+      {"\"num_hidden_layers\":5", "\"num_hidden_layers\":500", "config.num_hidden_layers"},
+      {"\"num_experts_per_token\":2", "\"num_experts_per_token\":9",
+       "config.num_experts_per_token"},
+      {"\"vocab_size\":", "\"vocab_size\":\"x\",\"_v\":", "config.vocab_size: must be an integer"},
+      {"\"shape\":[", "\"shape\":[0,", "shape[]: 0 is out of range"},
+      {"\"off\":0,", "\"off\":999999999999,", "lies outside trunk.bin"},
+      {"\"fmt\":3", "\"fmt\":1", "trunk format 1 is not supported"},
+      {"\"stages\":3", "\"stages\":0", "expert_quant.stages"},
+      {"\"experts-L1.bin\"", "\"../experts-L1.bin\"", "must be a plain file name"},
+      {"\"1\":{", "\"9\":{\"file\":\"x\"},\"1\":{", "layer 9 is not a MoE layer"},
+      {"\"kda_layers\":[1,", "\"kda_layers\":[0,", "kda_layers[]: 0 is out of range"},
+      {"{\"format_version\"", "[{\"format_version\"", "not valid JSON"},
+  };
+  for (const ManifestCase& k : cases) {
+    fs::path p = scratch_.path() / "bad";
+    fs::remove_all(p);
+    fs::copy(kl(), p, fs::copy_options::recursive);
+    edit_manifest(p, k.from, k.to);
+    std::string msg;
+    try {
+      Container::open(p);
+      ADD_FAILURE() << "accepted manifest edit " << k.to;
+      continue;
+    } catch (const std::exception& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find(k.expect), std::string::npos) << "edit " << k.to << " gave: " << msg;
+    EXPECT_NE(msg.find("manifest.json"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(ContainerTest, WrongTensorShapeIsNamed) {
+  fs::path p = copy_of(kl());
+  std::string m = test::read_file(p / "manifest.json");
+  std::regex re("(\"name\":\"model.norm.weight\",\"fmt\":0,\"off\":[0-9]+,\"shape\":\\[)128");
+  test::write_file(p / "manifest.json", std::regex_replace(m, re, "$0,1"));
+  std::string msg = open_error(p);
+  EXPECT_NE(msg.find("model.norm.weight has shape [128, 1], expected [128]"), std::string::npos)
+      << msg;
+}
+
+TEST_F(ContainerTest, SummaryCountsParameters) {
+  auto c = Container::open(kl(), {false});
+  ModelSummary s = summarize(*c, 4096);
+  const ModelConfig& cfg = c->config();
+  int64_t expert = 3 * (int64_t)cfg.moe_inter * cfg.hidden;
+  int64_t trunk = 0;
+  for (const TrunkEntry& t : c->manifest().trunk) trunk += t.elements();
+  EXPECT_EQ(s.params_total, trunk + expert * cfg.n_experts * 4);
+  EXPECT_EQ(s.params_active,
+            trunk - (int64_t)cfg.vocab * cfg.hidden + cfg.hidden + expert * cfg.top_k * 4);
+  EXPECT_EQ(s.plan.record_bytes, c->bank(1).stride());
+  EXPECT_GT(s.plan.floor_bytes, s.plan.trunk_bytes);
+}
+
+TEST(Crc32, MatchesZlibCheckValues) {
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(crc32("", 0), 0u);
+  std::string a(1000, 'a');
+  EXPECT_EQ(crc32(a.data() + 10, 990, crc32(a.data(), 10)), crc32(a.data(), 1000));
+}
+
+}  // namespace
+}  // namespace waste

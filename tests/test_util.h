@@ -1,0 +1,35 @@
+// Small helpers shared by the test suites: scratch folders, fixture paths, running the CLI.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace waste::test {
+
+// ../shared (fixtures) and the source tree, as configured by CMake.
+std::filesystem::path shared_dir();
+std::filesystem::path source_dir();
+// The `waste` executable under test.
+std::filesystem::path waste_binary();
+
+// A fresh folder under the build tree's temp area, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string read_file(const std::filesystem::path& p);
+void write_file(const std::filesystem::path& p, const std::string& bytes);
+
+// Runs a shell command line; returns its exit status and fills `out` with stdout+stderr.
+int run_command(const std::string& cmd, std::string* out);
+
+}  // namespace waste::test
