@@ -88,7 +88,10 @@ std::unique_ptr<Container> Container::open(const fs::path& dir, const OpenOption
   if (!fs::is_directory(dir)) fail<IoError>("{}: not a container directory", dir.string());
   fs::path mpath = dir / "manifest.json";
   if (!fs::exists(mpath)) fail<IoError>("{}: missing (not a WASTE container?)", mpath.string());
-  c->manifest_ = parse_manifest(read_small_file(mpath, kMaxManifestBytes), mpath.string());
+  std::string text = read_small_file(mpath, kMaxManifestBytes);
+  c->manifest_ = parse_manifest(text, mpath.string());
+  c->fingerprint_ = 0xcbf29ce484222325ull;
+  for (unsigned char ch : text) c->fingerprint_ = (c->fingerprint_ ^ ch) * 0x100000001b3ull;
   c->check_trunk_index();
   c->check_required_tensors();
   c->load_codebooks();

@@ -60,6 +60,8 @@ class Container {
   const std::optional<std::string>& chat_json() const { return chat_json_; }
 
   uint64_t trunk_file_bytes() const { return trunk_file_bytes_; }
+  // FNV-1a of manifest.json: names the exact container a session was computed with.
+  uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   Container() = default;
@@ -79,6 +81,7 @@ class Container {
   OpenOptions opt_;
   Manifest manifest_;
   uint64_t trunk_file_bytes_ = 0;
+  uint64_t fingerprint_ = 0;
   std::map<std::string, Resident, std::less<>> resident_;  // by name without prefix
   const TrunkEntry* embed_on_disk_ = nullptr;
   int embed_fd_ = -1;

@@ -7,5 +7,7 @@ namespace waste::cli {
 int cmd_info(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
 
 }  // namespace waste::cli

@@ -18,6 +18,12 @@ struct Command {
 const Command kCommands[] = {
     {"info", waste::cli::cmd_info, "waste info MODEL [--json] [--ctx N]"},
     {"verify", waste::cli::cmd_verify, "waste verify MODEL"},
+    {"run", waste::cli::cmd_run,
+     "waste run MODEL (PROMPT | --ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] "
+     "[--json] [--threads N] [--ctx N] [--chunk N] [--verify]"},
+    {"eval", waste::cli::cmd_eval,
+     "waste eval MODEL (PROMPT | --ids 1,2,3) [--top-k K] [--json] [--dump-logits FILE] "
+     "[--threads N] [--ctx N] [--chunk N] [--verify]"},
     {"synth", waste::cli::cmd_synth,
      "waste synth OUT --arch kimi-linear|k3 --preset tiny|small|48b-shape [--seed N]"},
 };

@@ -1,0 +1,66 @@
+#include "server/cli_model.h"
+
+#include <iostream>
+#include <iterator>
+
+#include <fmt/format.h>
+
+namespace waste::cli {
+
+const std::set<std::string> kModelValuedFlags = {"--threads", "--chunk", "--ids", "--ctx"};
+
+LoadedModel load_model(const std::string& path, const Args& a) {
+  LoadedModel m;
+  OpenOptions opt;
+  opt.verify_crc = a.has("--verify");
+  m.container = Container::open(path, opt);
+  ModelOptions mo;
+  mo.threads = (int)a.get_int("--threads", 0, 0, 1024);
+  mo.chunk = (int)a.get_int("--chunk", 64, 1, 4096);
+  m.model = std::make_unique<Model>(*m.container, mo);
+  if (auto tp = m.container->tokenizer_path())
+    m.tokenizer = std::make_unique<Tokenizer>(*tp, m.container->specials());
+  return m;
+}
+
+std::vector<int32_t> prompt_ids(const LoadedModel& m, const Args& a) {
+  const auto& pos = a.positional();
+  if (auto ids = a.get("--ids")) {
+    if (pos.size() != 1) throw UsageFailure{"give either PROMPT or --ids, not both"};
+    std::vector<int32_t> out;
+    size_t at = 0;
+    while (at <= ids->size()) {
+      size_t comma = ids->find(',', at);
+      std::string item = ids->substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(item, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used == 0 || used != item.size() || v < INT32_MIN || v > INT32_MAX)
+        throw UsageFailure{fmt::format("--ids: '{}' is not a token id", item)};
+      out.push_back((int32_t)v);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+    return out;
+  }
+  if (pos.size() != 2) throw UsageFailure{"expected MODEL and PROMPT (or --ids)"};
+  if (!m.tokenizer)
+    throw UsageFailure{"this container has no tokenizer.model; pass token ids with --ids"};
+  std::string text = pos[1];
+  if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), {});
+  std::vector<int32_t> out;
+  for (int id : m.tokenizer->encode_text(text)) out.push_back(id);
+  return out;
+}
+
+std::string decode_text(const LoadedModel& m, const std::vector<int32_t>& ids) {
+  if (!m.tokenizer) return "";
+  std::vector<int> v(ids.begin(), ids.end());
+  return m.tokenizer->decode(v);
+}
+
+}  // namespace waste::cli

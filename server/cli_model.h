@@ -1,0 +1,35 @@
+// What the model-running commands share: opening a container with its tokenizer, and turning a
+// PROMPT or --ids argument into token ids.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/container.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "server/cli_args.h"
+
+namespace waste::cli {
+
+struct LoadedModel {
+  std::unique_ptr<Container> container;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the container has none
+};
+
+// Reads --threads, --chunk and --verify from `a`.
+LoadedModel load_model(const std::string& path, const Args& a);
+
+// --ids 1,2,3 or the single PROMPT positional after MODEL (text mode: special-token strings stay
+// text). "-" reads the prompt from standard input.
+std::vector<int32_t> prompt_ids(const LoadedModel& m, const Args& a);
+
+std::string decode_text(const LoadedModel& m, const std::vector<int32_t>& ids);
+
+// Flags the model-running commands all accept.
+extern const std::set<std::string> kModelValuedFlags;
+
+}  // namespace waste::cli
