@@ -112,7 +112,9 @@ std::vector<float> tensor_values(const TensorSpec& s, const ModelConfig& c, Rng&
     for (int64_t i = 0; i < n; i++) v[i] = i < c.kda_heads ? std::log(rng.uniform(1.0f, 16.0f)) : 0;
   } else if (ends_with(name, "dt_bias") || ends_with(name, "e_score_correction_bias")) {
     for (float& x : v) x = rng.uniform(-0.5f, 0.5f);
-  } else if (name.find("conv1d") != std::string::npos || ends_with(name, "res_proj.weight")) {
+  } else if (ends_with(name, "res_proj.weight")) {
+    for (float& x : v) x = rng.uniform(-0.05f, 0.05f);
+  } else if (name.find("conv1d") != std::string::npos) {
     for (float& x : v) x = rng.uniform(-0.5f, 0.5f);
   } else if (s.shape.size() == 1) {  // norm weights
     for (float& x : v) x = rng.uniform(0.8f, 1.2f);

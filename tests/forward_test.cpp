@@ -1,0 +1,208 @@
+// The forward passes against the independent float64 numpy reference, and the placement
+// guarantees: chunking and thread count never change a bit of the logits.
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/container.h"
+#include "engine/error.h"
+#include "engine/model.h"
+#include "engine/synth.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Reference {
+  std::vector<double> logits;
+  std::vector<int32_t> greedy;
+};
+
+// Runs scripts/reference/waste_ref.py: last-position logits and a greedy continuation.
+Reference run_reference(const fs::path& model, const std::vector<int32_t>& ids, int greedy) {
+  test::TempDir d;
+  std::string list;
+  for (int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+  std::string cmd = "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/waste_ref.py").string() +
+                    " " + model.string() + " --ids " + list + " --logits-out " +
+                    (d / "logits.f64").string() + " --greedy " + std::to_string(greedy) + " --json";
+  std::string out;
+  int rc = test::run_command(cmd, &out);
+  EXPECT_EQ(rc, 0) << out;
+  Reference r;
+  std::string raw = test::read_file(d / "logits.f64");
+  r.logits.resize(raw.size() / 8);
+  std::memcpy(r.logits.data(), raw.data(), raw.size());
+  simdjson::dom::parser p;
+  size_t brace = out.rfind('{');
+  for (int64_t id : p.parse(out.substr(brace)).value()["token_ids"].get_array().value())
+    r.greedy.push_back((int32_t)id);
+  return r;
+}
+
+class ForwardTest : public ::testing::TestWithParam<Arch> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    write_synthetic(dir_->path() / "kl", {Arch::kKimiLinear, "tiny", 11});
+    write_synthetic(dir_->path() / "k3", {Arch::kK3, "tiny", 11});
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  fs::path path() const { return dir_->path() / (GetParam() == Arch::kK3 ? "k3" : "kl"); }
+  std::unique_ptr<Container> open() const { return Container::open(path()); }
+
+  static std::vector<int32_t> prompt(int n, int vocab) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < n; i++) ids.push_back((int32_t)((i * 37 + 11) % vocab));
+    return ids;
+  }
+
+  // Logits after feeding `ids` with the given options; also returns the greedy continuation.
+  static std::vector<float> logits(const Container& c, const std::vector<int32_t>& ids,
+                                   ModelOptions opt, int greedy = 0,
+                                   std::vector<int32_t>* cont = nullptr) {
+    Model m(c, opt);
+    Session s = m.new_session(256);
+    std::vector<float> l(c.config().vocab);
+    m.forward(s, ids, l.data());
+    for (int i = 0; i < greedy; i++) {
+      int32_t best = (int32_t)(std::max_element(l.begin(), l.end()) - l.begin());
+      cont->push_back(best);
+      m.forward(s, std::span<const int32_t>(&best, 1), l.data());
+    }
+    return l;
+  }
+
+  static test::TempDir* dir_;
+};
+test::TempDir* ForwardTest::dir_ = nullptr;
+
+TEST_P(ForwardTest, MatchesTheFloat64ReferenceAndItsGreedyContinuation) {
+  auto c = open();
+  std::vector<int32_t> ids = prompt(12, c->config().vocab);
+  std::vector<int32_t> ours;
+  ModelOptions opt;
+  opt.chunk = 1;
+  logits(*c, ids, opt, 16, &ours);
+  std::vector<float> first = logits(*c, ids, opt);
+  Reference ref = run_reference(path(), ids, 16);
+  ASSERT_EQ(ref.logits.size(), first.size());
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < first.size(); i++) {
+    max_diff = std::max(max_diff, std::fabs(first[i] - ref.logits[i]));
+    max_abs = std::max(max_abs, std::fabs(ref.logits[i]));
+  }
+  EXPECT_GT(max_abs, 1.0);  // the logits carry signal: a zero model would match trivially
+  EXPECT_LE(max_diff, 1e-4) << "max |logit| " << max_abs;
+  EXPECT_EQ(ours, ref.greedy);
+}
+
+TEST_P(ForwardTest, ChunkedPrefillIsBitIdenticalToTokenByToken) {
+  auto c = open();
+  std::vector<int32_t> ids = prompt(40, c->config().vocab);
+  ModelOptions one;
+  one.chunk = 1;
+  std::vector<float> base = logits(*c, ids, one);
+  for (int chunk : {2, 7, 16, 64}) {
+    ModelOptions o;
+    o.chunk = chunk;
+    EXPECT_EQ(logits(*c, ids, o), base) << "chunk " << chunk;
+  }
+}
+
+TEST_P(ForwardTest, ThreadCountLeavesLogitsAlone) {
+  auto c = open();
+  std::vector<int32_t> ids = prompt(20, c->config().vocab);
+  ModelOptions a, b;
+  a.threads = 1;
+  b.threads = 2;
+  EXPECT_EQ(logits(*c, ids, a), logits(*c, ids, b));
+  ModelOptions s3 = b;
+  s3.threads = 3;
+  EXPECT_EQ(logits(*c, ids, s3), logits(*c, ids, a));
+}
+
+TEST_P(ForwardTest, SessionsSaveLoadAndContinueExactly) {
+  auto c = open();
+  Model m(*c);
+  std::vector<int32_t> ids = prompt(10, c->config().vocab);
+  Session s = m.new_session(64);
+  std::vector<float> l(c->config().vocab), l2(c->config().vocab);
+  m.forward(s, std::span(ids).subspan(0, 6), l.data());
+  test::TempDir d;
+  s.save(d / "s.bin");
+  Session copy = s;  // a snapshot is a plain copy
+  m.forward(s, std::span(ids).subspan(6), l.data());
+  Session r = m.new_session(64);
+  r.load(d / "s.bin");
+  EXPECT_EQ(r.pos(), 6);
+  m.forward(r, std::span(ids).subspan(6), l2.data());
+  EXPECT_EQ(l, l2);
+  m.forward(copy, std::span(ids).subspan(6), l2.data());
+  EXPECT_EQ(l, l2);
+}
+
+TEST_P(ForwardTest, BadInputIsRefusedAndLeavesTheSessionAsItWas) {
+  auto c = open();
+  Model m(*c);
+  Session s = m.new_session(8);
+  std::vector<int32_t> ok = {1, 2, 3};
+  m.forward(s, ok, nullptr);
+  Session before = s;
+  auto expect_refused = [&](std::vector<int32_t> ids, const char* fragment) {
+    try {
+      m.forward(s, ids, nullptr);
+      ADD_FAILURE() << "accepted " << fragment;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(s.tokens, before.tokens);
+    EXPECT_FALSE(s.broken);
+  };
+  expect_refused({}, "empty prompt");
+  expect_refused({1, c->config().vocab}, "out of range");
+  expect_refused({-1}, "out of range");
+  expect_refused({1, 2, 3, 4, 5, 6}, "context length exceeded");
+  std::vector<float> a(c->config().vocab), b(c->config().vocab);
+  m.forward(s, {{4}}, a.data());
+  m.forward(before, {{4}}, b.data());
+  EXPECT_EQ(a, b);
+}
+
+TEST_P(ForwardTest, SessionFilesFromOtherModelsAreRefused) {
+  test::TempDir d;
+  auto c = open();
+  Model m(*c);
+  Session s = m.new_session(16);
+  m.forward(s, {{1, 2}}, nullptr);
+  s.save(d / "s.bin");
+  // Another model: the other architecture.
+  auto other = Container::open(dir_->path() / (GetParam() == Arch::kK3 ? "kl" : "k3"));
+  Model om(*other);
+  Session o = om.new_session(16);
+  EXPECT_THROW(o.load(d / "s.bin"), FormatError);
+  EXPECT_EQ(o.pos(), 0);
+  // A damaged file.
+  std::string bytes = test::read_file(d / "s.bin");
+  test::write_file(d / "t.bin", bytes.substr(0, bytes.size() - 3));
+  Session t = m.new_session(16);
+  EXPECT_THROW(t.load(d / "t.bin"), FormatError);
+  test::write_file(d / "u.bin", "WSESjunk");
+  EXPECT_THROW(t.load(d / "u.bin"), FormatError);
+  EXPECT_EQ(t.pos(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, ForwardTest, ::testing::Values(Arch::kKimiLinear, Arch::kK3),
+                         [](const auto& info) {
+                           return std::string(info.param == Arch::kK3 ? "K3" : "KimiLinear");
+                         });
+
+}  // namespace
+}  // namespace waste
