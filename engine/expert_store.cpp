@@ -3,25 +3,194 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/error.h"
+
 namespace waste {
 
-ExpertStore::ExpertStore(const Container& c) : c_(c) {
-  uint64_t stride = 0;
-  for (auto& [layer, b] : c.manifest().banks) stride = std::max(stride, b.stride());
-  if (stride) buf_ = std::make_unique<AlignedBuffer>(stride);
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+ExpertStore::ExpertStore(const Container& c, const StoreOptions& opt)
+    : c_(c), opt_(opt), cache_(0, opt.policy) {
+  for (auto& [layer, b] : c.manifest().banks) stride_ = std::max(stride_, b.stride());
+  if (stride_ == 0) return;
+  uint64_t min_slots = 2 * (uint64_t)c.config().top_k;
+  uint64_t slots = std::max(min_slots, opt.cache_bytes / stride_);
+  cache_ = ExpertCache((int)std::min<uint64_t>(slots, 1 << 24), opt.policy);
+  buf_.resize(cache_.n_slots());
+  for (auto& b : buf_) b = std::make_unique<AlignedBuffer>(stride_);
+  state_.assign(cache_.n_slots(), State::kEmpty);
+  error_.resize(cache_.n_slots());
+  speculative_.assign(cache_.n_slots(), 0);
+  for (int i = 0; i < opt.io_threads; i++) readers_.emplace_back([this] { reader_loop(); });
+}
+
+ExpertStore::~ExpertStore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  job_cv_.notify_all();
+  for (std::thread& t : readers_) t.join();
+}
+
+ExpertStats ExpertStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+// Reads without holding the lock; the slot is pinned and kReading, so nobody else touches it.
+void ExpertStore::read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  auto t0 = Clock::now();
+  std::string err;
+  try {
+    c_.bank(layer).read(expert, buf_[slot]->data());
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  double dt = since(t0);
+  lock.lock();
+  stats_.read_seconds += dt;
+  stats_.bytes_read += stride_;
+  state_[slot] = err.empty() ? State::kReady : State::kFailed;
+  in_flight_--;
+  error_[slot] = err;
+  cache_.unpin(slot);  // the in-flight pin
+  done_cv_.notify_all();
+}
+
+void ExpertStore::reader_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    job_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (stop_) return;
+    Job j = jobs_.front();
+    jobs_.pop_front();
+    read_into(j.slot, j.layer, j.expert, lock);
+  }
+}
+
+int ExpertStore::claim(int layer, int expert, std::unique_lock<std::mutex>& lock) {
+  int slot;
+  while ((slot = cache_.admit(ExpertCache::key(layer, expert))) < 0) {
+    if (in_flight_ == 0)
+      fail<IoError>("expert {} of layer {}: the expert cache could not free a slot to read into",
+                    expert, layer);
+    done_cv_.wait(lock);  // a finishing speculative read releases its slot
+  }
+  in_flight_++;
+  state_[slot] = State::kReading;
+  speculative_[slot] = 0;
+  cache_.pin(slot);  // released when the read completes
+  return slot;
 }
 
 void ExpertStore::fetch(int layer, std::span<const int> experts,
                         const std::function<void(size_t, const ExpertView&)>& fn) {
   const ExpertBank& bank = c_.bank(layer);
-  for (size_t i = 0; i < experts.size(); i++) {
-    auto t0 = std::chrono::steady_clock::now();
-    bank.read(experts[i], buf_->data());
-    stats_.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    stats_.misses++;
-    stats_.bytes_read += bank.stride();
-    fn(i, view_record(buf_->data(), bank.geometry()));
+  for (int e : experts)
+    if (e < 0 || e >= bank.entry().experts)
+      fail<UsageError>("layer {}: expert id {} is out of range", layer, e);
+  // A chunk may want more distinct experts than the cache holds: take them in windows that
+  // leave room for the rest of the cache to keep working.
+  const size_t window = std::max<size_t>(1, (size_t)cache_.n_slots() / 2);
+  for (size_t first = 0; first < experts.size(); first += window)
+    fetch_window(layer, experts.subspan(first, std::min(window, experts.size() - first)), first,
+                 fn);
+}
+
+void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t first,
+                               const std::function<void(size_t, const ExpertView&)>& fn) {
+  const ExpertBank& bank = c_.bank(layer);
+  const size_t n = experts.size();
+  std::vector<int> slot(n, -1);
+  std::vector<bool> sync_read(n, false), done(n, false);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (size_t i = 0; i < n; i++) {
+    int s = cache_.find(ExpertCache::key(layer, experts[i]));
+    if (s >= 0 && state_[s] != State::kFailed) {
+      stats_.hits++;
+      if (speculative_[s]) stats_.prefetch_used++;
+      speculative_[s] = 0;
+      cache_.touch(s);
+    } else {
+      if (s >= 0) cache_.drop(s);  // a failed speculative read: try again on demand
+      stats_.misses++;
+      s = claim(layer, experts[i], lock);
+      if (readers_.empty())
+        sync_read[i] = true;
+      else
+        jobs_.push_back({s, layer, experts[i]});
+    }
+    slot[i] = s;
+    cache_.pin(s);  // held until this layer is done with it
   }
+  job_cv_.notify_all();
+  auto release = [&] {
+    for (int s : slot)
+      if (s >= 0) cache_.unpin(s);
+  };
+  try {
+    for (size_t delivered = 0; delivered < n; delivered++) {
+      size_t pick = n;
+      auto t0 = Clock::now();
+      done_cv_.wait(lock, [&] {
+        for (size_t i = 0; i < n && pick == n; i++)
+          if (!done[i] && (sync_read[i] || state_[slot[i]] != State::kReading)) pick = i;
+        return pick < n;
+      });
+      stats_.wait_seconds += since(t0);
+      if (sync_read[pick]) read_into(slot[pick], layer, experts[pick], lock);
+      if (state_[slot[pick]] == State::kFailed) {
+        std::string msg = error_[slot[pick]];
+        cache_.drop(slot[pick]);
+        fail<IoError>("{}", msg);
+      }
+      done[pick] = true;
+      const uint8_t* rec = buf_[slot[pick]]->data();
+      lock.unlock();
+      fn(first + pick, view_record(rec, bank.geometry()));
+      lock.lock();
+    }
+  } catch (...) {
+    if (!lock.owns_lock()) lock.lock();
+    // In-flight reads still hold their own pins; wait for them so buffers stay valid.
+    done_cv_.wait(lock, [&] {
+      for (size_t i = 0; i < n; i++)
+        if (!sync_read[i] && state_[slot[i]] == State::kReading) return false;
+      return true;
+    });
+    release();
+    throw;
+  }
+  release();
+}
+
+void ExpertStore::prefetch(int layer, std::span<const int> experts) {
+  if (readers_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const int keep_free = c_.config().top_k;  // a demand must always find room
+  for (int e : experts) {
+    if (cache_.find(ExpertCache::key(layer, e)) >= 0) continue;
+    if (cache_.n_slots() - cache_.n_pinned() <= keep_free) return;
+    int s = cache_.admit(ExpertCache::key(layer, e));
+    if (s < 0) return;
+    in_flight_++;
+    state_[s] = State::kReading;
+    speculative_[s] = 1;
+    cache_.pin(s);
+    stats_.prefetched++;
+    jobs_.push_back({s, layer, e});
+  }
+  job_cv_.notify_all();
 }
 
 }  // namespace waste

@@ -1,40 +1,90 @@
 // Hands the forward pass the expert records a layer asks for. A layer asks for all its experts
-// at once and gets each one through a callback as soon as its bytes are in RAM; callers store
-// results by slot, so the order of arrival never changes a result.
+// at once; misses are read in parallel by reader threads with one aligned direct read each,
+// and each expert is handed to the caller the moment its bytes are in RAM. Callers store results
+// by slot, so the order of arrival never changes a result. Spare RAM is a bounded cache of
+// whole records; the next layer's likely experts can be prefetched speculatively.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "engine/container.h"
 #include "engine/expert_bank.h"
+#include "engine/expert_cache.h"
 
 namespace waste {
 
+struct StoreOptions {
+  uint64_t cache_bytes = 0;  // 0 = the minimum: one layer's experts, double-buffered
+  int io_threads = 4;        // 0 = read synchronously on the compute thread (no read-ahead)
+  CachePolicy policy = CachePolicy::kLfu;
+};
+
 struct ExpertStats {
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t bytes_read = 0;
-  double read_seconds = 0;
-  double wait_seconds = 0;
+  uint64_t hits = 0;          // demanded records found resident (or already being prefetched)
+  uint64_t misses = 0;        // demanded records that had to be read
+  uint64_t bytes_read = 0;    // demand and speculative reads
+  uint64_t prefetched = 0;    // speculative reads issued
+  uint64_t prefetch_used = 0;  // of which a later demand used the record
+  double read_seconds = 0;    // summed over reader threads
+  double wait_seconds = 0;    // compute thread waiting for records
 };
 
 class ExpertStore {
  public:
-  explicit ExpertStore(const Container& c);
+  ExpertStore(const Container& c, const StoreOptions& opt);
+  ~ExpertStore();
+  ExpertStore(const ExpertStore&) = delete;
+  ExpertStore& operator=(const ExpertStore&) = delete;
 
-  // Calls fn(i, view) once for each experts[i], in arrival order. Throws IoError/FormatError
-  // naming the layer and expert when a record cannot be read.
+  // Calls fn(i, view) once for each experts[i], in arrival order, on the calling thread. Throws
+  // IoError/FormatError naming the layer and expert when a record cannot be read.
   void fetch(int layer, std::span<const int> experts,
              const std::function<void(size_t, const ExpertView&)>& fn);
 
-  const ExpertStats& stats() const { return stats_; }
+  // Starts speculative reads of records likely to be demanded soon, without evicting anything
+  // the current layer uses. Never blocks on I/O.
+  void prefetch(int layer, std::span<const int> experts);
+
+  ExpertStats stats() const;
+  int n_slots() const { return cache_.n_slots(); }
+  uint64_t record_bytes() const { return stride_; }
 
  private:
+  enum class State : uint8_t { kEmpty, kReading, kReady, kFailed };
+  struct Job {
+    int slot, layer, expert;
+  };
+
+  void fetch_window(int layer, std::span<const int> experts, size_t first,
+                    const std::function<void(size_t, const ExpertView&)>& fn);
+  void reader_loop();
+  void read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock);
+  // Under mu_: a slot bound to (layer, expert), waiting for in-flight reads to free one.
+  int claim(int layer, int expert, std::unique_lock<std::mutex>& lock);
+
   const Container& c_;
-  std::unique_ptr<AlignedBuffer> buf_;
+  StoreOptions opt_;
+  uint64_t stride_ = 0;
+  ExpertCache cache_;
+  std::vector<std::unique_ptr<AlignedBuffer>> buf_;
+  std::vector<State> state_;
+  std::vector<std::string> error_;  // per slot, when kFailed
+  std::vector<uint8_t> speculative_;  // filled by prefetch, not yet demanded
+
+  mutable std::mutex mu_;
+  std::condition_variable job_cv_, done_cv_;
+  std::deque<Job> jobs_;
+  std::vector<std::thread> readers_;
+  int in_flight_ = 0;  // reads queued or running
+  bool stop_ = false;
   ExpertStats stats_;
 };
 

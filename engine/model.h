@@ -17,9 +17,17 @@
 namespace waste {
 
 struct ModelOptions {
-  int threads = 0;             // 0 = one per hardware thread
-  int chunk = 64;              // prompt tokens per prefill pass
+  int threads = 0;    // 0 = one per hardware thread
+  int chunk = 64;     // prompt tokens per prefill pass
+  int lookahead = 6;  // next-layer experts prefetched during decode; 0 disables
   Isa isa = detect_isa();
+  StoreOptions store;
+};
+
+// How well the next layer's router, run one layer early, predicted the real routing.
+struct LookaheadStats {
+  uint64_t predicted = 0;  // experts prefetched on a prediction
+  uint64_t correct = 0;    // of which the real router then chose
 };
 
 class Model {
@@ -31,7 +39,9 @@ class Model {
   const Container& container() const { return c_; }
   uint64_t fingerprint() const { return fingerprint_; }
   int threads() const { return pool_->size(); }
-  const ExpertStats& expert_stats() const { return store_->stats(); }
+  ExpertStats expert_stats() const { return store_->stats(); }
+  const LookaheadStats& lookahead_stats() const { return lookahead_; }
+  const ModelOptions& options() const { return opt_; }
 
   Session new_session(int64_t ctx) const;
 
@@ -51,6 +61,7 @@ class Model {
   void dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out);
   void moe(int layer, int64_t T, const float* u, float* out);
   void logits_of(const float* x, float* logits);
+  void predict_next(int layer, const float* u);
 
   const Container& c_;
   ModelOptions opt_;
@@ -60,6 +71,8 @@ class Model {
   Activation act_;
   std::unique_ptr<ExpertStore> store_;
   uint64_t fingerprint_ = 0;
+  LookaheadStats lookahead_;
+  std::vector<int> predicted_;  // for the layer after the one just routed
 };
 
 }  // namespace waste

@@ -68,6 +68,11 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   cp_.linear(w.router, u, T, logits.data());
   std::vector<Route> routes;
   for (int64_t t = 0; t < T; t++) routes.push_back(route(c, logits.data() + t * E, w.bias));
+  if (T == 1 && !predicted_.empty()) {
+    for (int e : predicted_)
+      lookahead_.correct += std::count(routes[0].ids.begin(), routes[0].ids.end(), e);
+    predicted_.clear();
+  }
 
   std::vector<float> xi_buf;
   const float* xi = u;
@@ -118,6 +123,8 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
     }
   });
 
+  if (T == 1) predict_next(layer, u);
+
   std::vector<float> sum(T * width, 0.0f);
   for (int64_t t = 0; t < T; t++) {
     float* st = &sum[t * width];
@@ -141,6 +148,29 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
     for (size_t i = 0; i < shared.size(); i++) out[i] += shared[i];
   }
   (void)E;
+}
+
+// Runs the next layer's (resident) router on this layer's MoE input and prefetches its likely
+// experts while this layer finishes. The real router still decides.
+void Model::predict_next(int layer, const float* u) {
+  const ModelConfig& c = config();
+  int next = layer + 1;
+  if (opt_.lookahead <= 0 || next >= c.n_layers || !w_.layers[next].moe) return;
+  const MoeWeights& w = w_.layers[next].moe_w;
+  std::vector<float> logits(c.n_experts);
+  cp_.linear(w.router, u, 1, logits.data());
+  std::vector<int> order(c.n_experts);
+  for (int e = 0; e < c.n_experts; e++) {
+    order[e] = e;
+    logits[e] = sigmoid(logits[e]) + (w.bias ? w.bias[e] : 0.0f);
+  }
+  int n = std::min(opt_.lookahead, c.n_experts);
+  std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  predicted_.assign(order.begin(), order.begin() + n);
+  lookahead_.predicted += (uint64_t)n;
+  store_->prefetch(next, predicted_);
 }
 
 }  // namespace waste

@@ -9,5 +9,6 @@ int cmd_verify(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
+int cmd_plan(int argc, char** argv);
 
 }  // namespace waste::cli

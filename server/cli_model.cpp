@@ -1,5 +1,6 @@
 #include "server/cli_model.h"
 
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 
@@ -7,16 +8,36 @@
 
 namespace waste::cli {
 
-const std::set<std::string> kModelValuedFlags = {"--threads", "--chunk", "--ids", "--ctx"};
+const std::set<std::string> kModelValuedFlags = {
+    "--threads", "--chunk", "--ids", "--ctx", "--budget", "--lookahead", "--io-threads", "--policy"};
+
+int64_t context_length(const Args& a) { return a.get_int("--ctx", 4096, 1, int64_t{1} << 24); }
+
+std::optional<uint64_t> requested_budget(const Args& a) {
+  if (auto b = a.get("--budget")) return parse_bytes(*b);
+  return std::nullopt;
+}
 
 LoadedModel load_model(const std::string& path, const Args& a) {
   LoadedModel m;
   OpenOptions opt;
   opt.verify_crc = a.has("--verify");
+  opt.load_trunk = false;
+  auto probe = Container::open(path, opt);  // manifest only: refuse a bad budget before loading
+  m.plan = plan_memory(probe->manifest(), context_length(a));
+  m.budget = plan_budget(m.plan, requested_budget(a), usable_memory().bytes);
+  probe.reset();
+  opt.load_trunk = true;
   m.container = Container::open(path, opt);
   ModelOptions mo;
   mo.threads = (int)a.get_int("--threads", 0, 0, 1024);
   mo.chunk = (int)a.get_int("--chunk", 64, 1, 4096);
+  const char* env = std::getenv("WASTE_LOOKAHEAD");
+  int64_t la_default = env ? std::atoi(env) : 6;
+  mo.lookahead = (int)a.get_int("--lookahead", la_default, 0, 64);
+  mo.store.io_threads = (int)a.get_int("--io-threads", mo.store.io_threads, 0, 64);
+  mo.store.policy = parse_policy(a.get_or("--policy", policy_name(mo.store.policy)));
+  mo.store.cache_bytes = m.budget.cache_bytes;
   m.model = std::make_unique<Model>(*m.container, mo);
   if (auto tp = m.container->tokenizer_path())
     m.tokenizer = std::make_unique<Tokenizer>(*tp, m.container->specials());

@@ -16,15 +16,14 @@ namespace waste::cli {
 
 namespace {
 
-constexpr int64_t kDefaultCtx = 4096;
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void write_stats(JsonWriter& w, const LoadedModel& m, size_t prompt, size_t generated,
                  double prefill_s, double decode_s) {
-  const ExpertStats& st = m.model->expert_stats();
+  const ExpertStats st = m.model->expert_stats();
+  const LookaheadStats& la = m.model->lookahead_stats();
   w.key("stats").begin_object();
   w.key("prompt_tokens").value((int64_t)prompt).key("generated_tokens").value((int64_t)generated);
   w.key("prefill_seconds").value(prefill_s).key("decode_seconds").value(decode_s);
@@ -34,7 +33,12 @@ void write_stats(JsonWriter& w, const LoadedModel& m, size_t prompt, size_t gene
   w.key("expert_cache").begin_object();
   w.key("hits").value(st.hits).key("misses").value(st.misses);
   w.key("bytes_read").value(st.bytes_read).key("read_seconds").value(st.read_seconds);
-  w.key("wait_seconds").value(st.wait_seconds);
+  w.key("wait_seconds").value(st.wait_seconds).key("prefetched").value(st.prefetched);
+  w.key("slots").value((int64_t)m.budget.cache_bytes / (int64_t)std::max<uint64_t>(m.plan.record_bytes, 1));
+  w.end_object();
+  w.key("lookahead").begin_object();
+  w.key("predicted").value(la.predicted).key("correct").value(la.correct);
+  w.key("accuracy").value(la.predicted ? (double)la.correct / la.predicted : 0.0);
   w.end_object().end_object();
 }
 
@@ -64,7 +68,7 @@ int cmd_run(int argc, char** argv) {
   LoadedModel m = load_model(a.positional()[0], a);
   std::vector<int32_t> prompt = prompt_ids(m, a);
   Sampler sampler(sp, m.model->config().vocab);
-  Session s = m.model->new_session(a.get_int("--ctx", kDefaultCtx, 1, int64_t{1} << 24));
+  Session s = m.model->new_session(m.plan.ctx);
   std::vector<float> logits(m.model->config().vocab);
 
   auto t0 = std::chrono::steady_clock::now();
@@ -112,7 +116,7 @@ int cmd_eval(int argc, char** argv) {
   LoadedModel m = load_model(a.positional()[0], a);
   std::vector<int32_t> prompt = prompt_ids(m, a);
   int vocab = m.model->config().vocab;
-  Session s = m.model->new_session(a.get_int("--ctx", kDefaultCtx, 1, int64_t{1} << 24));
+  Session s = m.model->new_session(m.plan.ctx);
   std::vector<float> logits(vocab);
   auto t0 = std::chrono::steady_clock::now();
   m.model->forward(s, prompt, logits.data());

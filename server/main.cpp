@@ -20,10 +20,13 @@ const Command kCommands[] = {
     {"verify", waste::cli::cmd_verify, "waste verify MODEL"},
     {"run", waste::cli::cmd_run,
      "waste run MODEL (PROMPT | --ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] "
-     "[--json] [--threads N] [--ctx N] [--chunk N] [--verify]"},
+     "[--json] [--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
+     "[--policy lru|lfru|lfu] [--verify]"},
     {"eval", waste::cli::cmd_eval,
      "waste eval MODEL (PROMPT | --ids 1,2,3) [--top-k K] [--json] [--dump-logits FILE] "
-     "[--threads N] [--ctx N] [--chunk N] [--verify]"},
+     "[--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
+     "[--policy lru|lfru|lfu] [--verify]"},
+    {"plan", waste::cli::cmd_plan, "waste plan MODEL [--ctx N] [--budget B] [--json]"},
     {"synth", waste::cli::cmd_synth,
      "waste synth OUT --arch kimi-linear|k3 --preset tiny|small|48b-shape [--seed N]"},
 };

@@ -40,9 +40,10 @@ Reference run_reference(const fs::path& model, const std::vector<int32_t>& ids, 
   r.logits.resize(raw.size() / 8);
   std::memcpy(r.logits.data(), raw.data(), raw.size());
   simdjson::dom::parser p;
-  size_t brace = out.rfind('{');
-  for (int64_t id : p.parse(out.substr(brace)).value()["token_ids"].get_array().value())
-    r.greedy.push_back((int32_t)id);
+  simdjson::padded_string json(out.substr(out.find('{')));
+  simdjson::dom::element doc = p.parse(json).value();
+  simdjson::dom::array ids_out = doc["token_ids"].get_array().value();
+  for (int64_t id : ids_out) r.greedy.push_back((int32_t)id);
   return r;
 }
 
@@ -197,6 +198,77 @@ TEST_P(ForwardTest, SessionFilesFromOtherModelsAreRefused) {
   test::write_file(d / "u.bin", "WSESjunk");
   EXPECT_THROW(t.load(d / "u.bin"), FormatError);
   EXPECT_EQ(t.pos(), 0);
+}
+
+// Every placement knob changes only time: cache size and policy, lookahead, read-ahead (reader
+// threads), chunk size. Prefill then 8 greedy decode steps; all logits must be bit-identical.
+TEST_P(ForwardTest, PlacementNeverChangesABit) {
+  auto c = open();
+  std::vector<int32_t> ids = prompt(19, c->config().vocab);
+  auto trace = [&](ModelOptions o) {
+    Model m(*c, o);
+    Session s = m.new_session(64);
+    std::vector<float> l(c->config().vocab), all;
+    m.forward(s, ids, l.data());
+    for (int step = 0; step < 8; step++) {
+      all.insert(all.end(), l.begin(), l.end());
+      int32_t best = (int32_t)(std::max_element(l.begin(), l.end()) - l.begin());
+      m.forward(s, std::span<const int32_t>(&best, 1), l.data());
+    }
+    return all;
+  };
+  ModelOptions base;
+  base.chunk = 1;
+  base.lookahead = 0;
+  base.store.io_threads = 0;
+  std::vector<float> want = trace(base);
+  uint64_t rec = c->bank(1).stride();
+  struct Case {
+    const char* what;
+    uint64_t cache_records;
+    int lookahead, io_threads, chunk;
+    CachePolicy policy;
+  };
+  const Case cases[] = {
+      {"minimum cache, read-ahead", 0, 0, 4, 1, CachePolicy::kLfu},
+      {"small cache, lookahead", 9, 6, 2, 1, CachePolicy::kLfu},
+      {"mid cache, lru, chunk 5", 20, 3, 1, 5, CachePolicy::kLru},
+      {"everything cached, lfru, chunk 64", 1000, 6, 4, 64, CachePolicy::kLfru},
+      {"no read-ahead, lookahead on, chunk 7", 12, 6, 0, 7, CachePolicy::kLfu},
+  };
+  for (const Case& k : cases) {
+    ModelOptions o;
+    o.chunk = k.chunk;
+    o.lookahead = k.lookahead;
+    o.store.io_threads = k.io_threads;
+    o.store.cache_bytes = k.cache_records * rec;
+    o.store.policy = k.policy;
+    EXPECT_EQ(trace(o), want) << k.what;
+  }
+}
+
+TEST_P(ForwardTest, CacheAndLookaheadCountersAreConsistent) {
+  auto c = open();
+  ModelOptions o;
+  o.store.cache_bytes = 1000 * c->bank(1).stride();
+  Model m(*c, o);
+  Session s = m.new_session(64);
+  std::vector<int32_t> ids = prompt(4, c->config().vocab);
+  std::vector<float> l(c->config().vocab);
+  for (int32_t id : ids) m.forward(s, std::span<const int32_t>(&id, 1), l.data());
+  ExpertStats first = m.expert_stats();
+  const ModelConfig& cfg = c->config();
+  uint64_t demands = 4ull * cfg.top_k * c->manifest().banks.size();
+  EXPECT_EQ(first.hits + first.misses, demands);
+  EXPECT_EQ(first.bytes_read, (first.misses + first.prefetched) * c->bank(1).stride());
+  EXPECT_GT(m.lookahead_stats().predicted, 0u);
+  EXPECT_LE(m.lookahead_stats().correct, m.lookahead_stats().predicted);
+  // The same tokens again from a fresh session: everything is resident now.
+  Session t = m.new_session(64);
+  for (int32_t id : ids) m.forward(t, std::span<const int32_t>(&id, 1), l.data());
+  ExpertStats second = m.expert_stats();
+  EXPECT_EQ(second.misses, first.misses);
+  EXPECT_EQ(second.hits - first.hits, demands);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, ForwardTest, ::testing::Values(Arch::kKimiLinear, Arch::kK3),

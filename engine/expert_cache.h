@@ -1,0 +1,71 @@
+// The bookkeeping of the expert cache: which (layer, expert) record sits in which slot, which
+// slots may not be evicted, and the replacement policy. No buffers and no I/O here, so the
+// policy simulator replays routing traces through exactly the code the engine runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace waste {
+
+enum class CachePolicy {
+  kLru,   // least recently used
+  kLfru,  // the original's: sample 16 slots, evict the fewest hits, then the oldest
+  kLfu,   // fewest uses, counted across evictions (a record's history outlives its slot)
+};
+
+const char* policy_name(CachePolicy p);
+CachePolicy parse_policy(const std::string& name);  // throws UsageError naming the value
+
+class ExpertCache {
+ public:
+  ExpertCache(int n_slots, CachePolicy policy);
+
+  static uint32_t key(int layer, int expert) { return (uint32_t)layer << 16 | (uint32_t)expert; }
+
+  int n_slots() const { return (int)slots_.size(); }
+  // Slot holding `key`, or -1. Does not count as a use.
+  int find(uint32_t key) const;
+  // Records a use of a resident slot (a demand hit or the first demand of a prefetched one).
+  void touch(int slot);
+  // Picks a slot for `key` (a free one, else the policy's victim among evictable ones), binds it
+  // and returns it; -1 when every slot is pinned.
+  int admit(uint32_t key);
+  // Pinned slots are never evicted (in flight, or in use by the current layer).
+  void pin(int slot) {
+    if (slots_[slot].pins++ == 0) n_pinned_++;
+  }
+  void unpin(int slot) {
+    if (--slots_[slot].pins == 0) n_pinned_--;
+  }
+  int n_pinned() const { return n_pinned_; }
+  // Forgets a slot's record (after a failed read).
+  void drop(int slot);
+
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  struct Slot {
+    uint32_t key = 0;
+    bool used = false;
+    int pins = 0;
+    uint64_t hits = 0;
+    uint64_t last = 0;
+  };
+  int victim();
+  uint64_t& history(uint32_t key) { return freq_[key]; }
+
+  CachePolicy policy_;
+  std::vector<Slot> slots_;
+  std::vector<int> free_;
+  std::unordered_map<uint32_t, int> where_;
+  std::unordered_map<uint32_t, uint64_t> freq_;  // LFU: uses per record, ever
+  uint64_t clock_ = 0;
+  uint64_t lcg_ = 0x9e3779b9;
+  uint64_t evictions_ = 0;
+  int n_pinned_ = 0;
+};
+
+}  // namespace waste

@@ -1,0 +1,88 @@
+// The RAM planner's budget rules and the cgroup limits it honours.
+#include <gtest/gtest.h>
+
+#include "engine/error.h"
+#include "engine/ram_budget.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+MemoryPlan plan(uint64_t floor, uint64_t ws) {
+  MemoryPlan p;
+  p.ctx = 4096;
+  p.floor_bytes = floor;
+  p.working_set_bytes = ws;
+  p.min_cache_bytes = 100;
+  return p;
+}
+
+constexpr uint64_t G = 1ull << 30;
+
+TEST(Budget, DefaultIsFloorPlusUpToThreeWorkingSetsUnderSevenEighths) {
+  // 64 GiB usable: cap 56 GiB. Floor 29, ws 17: 29+17 = 46 fits, 29+34 = 63 does not.
+  Budget b = plan_budget(plan(29 * G, 17 * G), std::nullopt, 64 * G);
+  EXPECT_EQ(b.cap, 56 * G);
+  EXPECT_EQ(b.working_sets, 1);
+  EXPECT_EQ(b.budget, 46 * G);
+  EXPECT_EQ(b.cache_bytes, 17 * G + 100);
+  // Plenty of RAM: capped at three working sets.
+  b = plan_budget(plan(1 * G, 1 * G), std::nullopt, 64 * G);
+  EXPECT_EQ(b.working_sets, 3);
+  EXPECT_EQ(b.budget, 4 * G);
+  // Room for the floor only.
+  b = plan_budget(plan(50 * G, 17 * G), std::nullopt, 64 * G);
+  EXPECT_EQ(b.working_sets, 0);
+  EXPECT_EQ(b.budget, 50 * G);
+  EXPECT_LE(b.budget, b.cap);
+}
+
+TEST(Budget, UnderTheFloorIsRefusedWithTheNumbers) {
+  try {
+    plan_budget(plan(29 * G, 17 * G), 20 * G, 64 * G);
+    FAIL() << "accepted a budget under the floor";
+  } catch (const UsageError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("20.00 GiB is under this model's floor of 29.00 GiB"), std::string::npos) << m;
+  }
+  EXPECT_THROW(plan_budget(plan(60 * G, G), std::nullopt, 64 * G), UsageError);
+  Budget b = plan_budget(plan(29 * G, 17 * G), 40 * G, 16 * G);  // explicit: used as given
+  EXPECT_EQ(b.budget, 40 * G);
+  EXPECT_TRUE(b.explicit_budget);
+}
+
+TEST(Budget, ParsesSizes) {
+  EXPECT_EQ(parse_bytes("48G"), 48 * G);
+  EXPECT_EQ(parse_bytes("1.5GiB"), 3 * G / 2);
+  EXPECT_EQ(parse_bytes("512M"), 512ull << 20);
+  EXPECT_EQ(parse_bytes("4096"), 4096u);
+  for (const char* bad : {"", "G", "-1G", "12Q", "nan", "1e30G"}) EXPECT_THROW(parse_bytes(bad), UsageError) << bad;
+}
+
+TEST(UsableMemory, HonoursTheSmallestCgroupLimitV2AndV1) {
+  test::TempDir d;
+  namespace fs = std::filesystem;
+  fs::create_directories(d / "cg/a/b");
+  test::write_file(d / "cg/a/memory.max", "8589934592\n");
+  test::write_file(d / "cg/a/b/memory.max", "max\n");
+  test::write_file(d / "cg/a/b/memory.high", "6442450944\n");
+  test::write_file(d / "self", "0::/a/b\n");
+  UsableMemory m = usable_memory(d / "cg", d / "self");
+  EXPECT_EQ(m.bytes, 6 * G);
+  EXPECT_NE(m.source.find("memory.high"), std::string::npos);
+
+  fs::create_directories(d / "v1/memory/svc");
+  test::write_file(d / "v1/memory/svc/memory.limit_in_bytes", "2147483648\n");
+  test::write_file(d / "v1/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  test::write_file(d / "self1", "4:cpu,cpuacct:/x\n7:memory:/svc\n");
+  m = usable_memory(d / "v1", d / "self1");
+  EXPECT_EQ(m.bytes, 2 * G);
+  // No limits: physical RAM.
+  test::write_file(d / "self2", "0::/nothing\n");
+  m = usable_memory(d / "cg", d / "self2");
+  EXPECT_EQ(m.source, "physical RAM");
+  EXPECT_GT(m.bytes, 1 * G);
+}
+
+}  // namespace
+}  // namespace waste
