@@ -1,5 +1,7 @@
 #include "engine/expert_cache.h"
 
+#include <cmath>
+
 #include "engine/error.h"
 
 namespace waste {
@@ -9,17 +11,19 @@ const char* policy_name(CachePolicy p) {
     case CachePolicy::kLru: return "lru";
     case CachePolicy::kLfru: return "lfru";
     case CachePolicy::kLfu: return "lfu";
+    case CachePolicy::kLrfu: return "lrfu";
   }
   return "?";
 }
 
 CachePolicy parse_policy(const std::string& name) {
-  for (CachePolicy p : {CachePolicy::kLru, CachePolicy::kLfru, CachePolicy::kLfu})
+  for (CachePolicy p : {CachePolicy::kLru, CachePolicy::kLfru, CachePolicy::kLfu, CachePolicy::kLrfu})
     if (name == policy_name(p)) return p;
-  fail<UsageError>("cache policy '{}' is unknown (lru, lfru or lfu)", name);
+  fail<UsageError>("cache policy '{}' is unknown (lru, lfru, lfu or lrfu)", name);
 }
 
-ExpertCache::ExpertCache(int n_slots, CachePolicy policy) : policy_(policy), slots_(n_slots) {
+ExpertCache::ExpertCache(int n_slots, CachePolicy policy, double half_life)
+    : policy_(policy), slots_(n_slots), lambda_(half_life > 0 ? 1.0 / half_life : 0) {
   for (int i = n_slots - 1; i >= 0; i--) free_.push_back(i);
 }
 
@@ -28,11 +32,22 @@ int ExpertCache::find(uint32_t key) const {
   return it == where_.end() ? -1 : it->second;
 }
 
+// One use of the record in slot s: the bookkeeping every policy keeps.
+void ExpertCache::use(Slot& s) {
+  s.last = ++clock_;
+  if (policy_ == CachePolicy::kLfu) s.hits = ++history(s.key);
+  if (policy_ == CachePolicy::kLrfu) {
+    History& h = hist_[s.key];
+    h.crf = h.crf * std::exp2(-lambda_ * (double)(s.last - h.last)) + 1.0;
+    h.last = s.last;
+    s.score = std::log2(h.crf) + lambda_ * (double)s.last;
+  }
+}
+
 void ExpertCache::touch(int slot) {
   Slot& s = slots_[slot];
   s.hits++;
-  s.last = ++clock_;
-  if (policy_ == CachePolicy::kLfu) history(s.key)++;
+  use(s);
 }
 
 int ExpertCache::admit(uint32_t key) {
@@ -50,8 +65,7 @@ int ExpertCache::admit(uint32_t key) {
   s.key = key;
   s.used = true;
   s.hits = 1;
-  s.last = ++clock_;
-  if (policy_ == CachePolicy::kLfu) s.hits = ++history(key);
+  use(s);
   where_[key] = slot;
   return slot;
 }
@@ -69,6 +83,7 @@ int ExpertCache::victim() {
   auto better = [&](int a, int b) {  // is slot a a better victim than b?
     const Slot &x = slots_[a], &y = slots_[b];
     if (policy_ == CachePolicy::kLru) return x.last < y.last;
+    if (policy_ == CachePolicy::kLrfu) return x.score < y.score;
     if (x.hits != y.hits) return x.hits < y.hits;
     return x.last < y.last;
   };

@@ -14,14 +14,20 @@ enum class CachePolicy {
   kLru,   // least recently used
   kLfru,  // the original's: sample 16 slots, evict the fewest hits, then the oldest
   kLfu,   // fewest uses, counted across evictions (a record's history outlives its slot)
+  kLrfu,  // uses weighted by recency (each use's weight halves every `half_life` accesses),
+          // counted across evictions; between LFU (infinite half-life) and LRU (zero)
 };
+
+// kLrfu's half-life in tokens: chosen by replaying the Kimi-Linear trace (docs/PERFORMANCE.md).
+constexpr double kLrfuHalfLifeTokens = 5;
 
 const char* policy_name(CachePolicy p);
 CachePolicy parse_policy(const std::string& name);  // throws UsageError naming the value
 
 class ExpertCache {
  public:
-  ExpertCache(int n_slots, CachePolicy policy);
+  // `half_life` (accesses) matters only for kLrfu; callers pass a few tokens' worth.
+  ExpertCache(int n_slots, CachePolicy policy, double half_life = 1000);
 
   static uint32_t key(int layer, int expert) { return (uint32_t)layer << 16 | (uint32_t)expert; }
 
@@ -53,7 +59,13 @@ class ExpertCache {
     int pins = 0;
     uint64_t hits = 0;
     uint64_t last = 0;
+    double score = 0;  // kLrfu: log2(weighted uses) + lambda * last use; comparable across slots
   };
+  struct History {
+    double crf = 0;  // recency-weighted use count at `last`
+    uint64_t last = 0;
+  };
+  void use(Slot& s);
   int victim();
   uint64_t& history(uint32_t key) { return freq_[key]; }
 
@@ -62,6 +74,8 @@ class ExpertCache {
   std::vector<int> free_;
   std::unordered_map<uint32_t, int> where_;
   std::unordered_map<uint32_t, uint64_t> freq_;  // LFU: uses per record, ever
+  std::unordered_map<uint32_t, History> hist_;   // LRFU: per record, ever
+  double lambda_ = 0;
   uint64_t clock_ = 0;
   uint64_t lcg_ = 0x9e3779b9;
   uint64_t evictions_ = 0;

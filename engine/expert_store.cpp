@@ -23,7 +23,9 @@ ExpertStore::ExpertStore(const Container& c, const StoreOptions& opt)
   if (stride_ == 0) return;
   uint64_t min_slots = 2 * (uint64_t)c.config().top_k;
   uint64_t slots = std::max(min_slots, opt.cache_bytes / stride_);
-  cache_ = ExpertCache((int)std::min<uint64_t>(slots, 1 << 24), opt.policy);
+  double per_token = (double)c.config().top_k * (double)c.manifest().banks.size();
+  cache_ = ExpertCache((int)std::min<uint64_t>(slots, 1 << 24), opt.policy,
+                       kLrfuHalfLifeTokens * per_token);
   buf_.resize(cache_.n_slots());
   for (auto& b : buf_) b = std::make_unique<AlignedBuffer>(stride_);
   state_.assign(cache_.n_slots(), State::kEmpty);

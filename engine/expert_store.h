@@ -24,7 +24,7 @@ namespace waste {
 struct StoreOptions {
   uint64_t cache_bytes = 0;  // 0 = the minimum: one layer's experts, double-buffered
   int io_threads = 4;        // 0 = read synchronously on the compute thread (no read-ahead)
-  CachePolicy policy = CachePolicy::kLfu;
+  CachePolicy policy = CachePolicy::kLrfu;  // best on the real routing trace
 };
 
 struct ExpertStats {

@@ -10,5 +10,7 @@ int cmd_synth(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
+int cmd_cachesim(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 
 }  // namespace waste::cli

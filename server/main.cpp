@@ -21,12 +21,17 @@ const Command kCommands[] = {
     {"run", waste::cli::cmd_run,
      "waste run MODEL (PROMPT | --ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] "
      "[--json] [--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
-     "[--policy lru|lfru|lfu] [--verify]"},
+     "[--policy lru|lfru|lfu|lrfu] [--verify]"},
     {"eval", waste::cli::cmd_eval,
      "waste eval MODEL (PROMPT | --ids 1,2,3) [--top-k K] [--json] [--dump-logits FILE] "
      "[--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
-     "[--policy lru|lfru|lfu] [--verify]"},
+     "[--policy lru|lfru|lfu|lrfu] [--verify]"},
     {"plan", waste::cli::cmd_plan, "waste plan MODEL [--ctx N] [--budget B] [--json]"},
+    {"bench", waste::cli::cmd_bench,
+     "waste bench MODEL [--tokens N] [--prompt-tokens P] [--budget B] [--json] [--lookahead N] "
+     "[--io-threads N] [--policy P] [--threads N] [--disk-reads N] [--no-resident]"},
+    {"cachesim", waste::cli::cmd_cachesim,
+     "waste cachesim TRACE [--experts N] [--percent 3,6,12] [--json]"},
     {"synth", waste::cli::cmd_synth,
      "waste synth OUT --arch kimi-linear|k3 --preset tiny|small|48b-shape [--seed N]"},
 };
