@@ -14,13 +14,9 @@
 #include "engine/expert_bank.h"
 #include "engine/kernels.h"
 #include "engine/manifest.h"
+#include "engine/tokenizer.h"
 
 namespace waste {
-
-struct SpecialToken {
-  int id = 0;
-  std::string text;
-};
 
 struct OpenOptions {
   bool load_trunk = true;   // false: manifest, files and geometry only (info, plan)

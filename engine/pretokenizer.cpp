@@ -18,8 +18,8 @@ constexpr std::size_t npos = std::string_view::npos;
 // they overlap on Lm, Lo and marks, which is what makes the backtracking cases below matter.
 enum : std::uint8_t {
   kHan = 1,        // Script=Han (tiktoken's regex crate reads a bare \p{Han} as Script, not scx)
-  kUpper = 2,      //
-  kLower = 4,      //
+  kUpper = 2,      // the first class (letters that may start a capitalised word)
+  kLower = 4,      // the second class
   kLetter = 8,     // \p{L}
   kNumber = 16,    // \p{N}
   kSpace = 32,     // \s: the White_Space property
@@ -155,11 +155,13 @@ Utf8Step utf8_step(std::string_view bytes) {
 bool is_valid_utf8(std::string_view bytes) {
   std::size_t i = 0;
   while (i < bytes.size()) {
-    std::uint64_t w;
-    if (i + 8 <= bytes.size() &&
-        (std::memcpy(&w, bytes.data() + i, 8), !(w & 0x8080808080808080))) {
-      i += 8;
-      continue;
+    if (i + 8 <= bytes.size()) {  // eight ASCII bytes at a time
+      std::uint64_t w;
+      std::memcpy(&w, bytes.data() + i, 8);
+      if (!(w & 0x8080808080808080ull)) {
+        i += 8;
+        continue;
+      }
     }
     if (static_cast<unsigned char>(bytes[i]) < 0x80) {
       ++i;

@@ -19,7 +19,11 @@ namespace waste {
 
 using TokenId = int;
 
-struct SpecialToken;  // engine/container.h: {id, text}, as read from specials.json
+// A special token as listed in a container's specials.json.
+struct SpecialToken {
+  int id = 0;
+  std::string text;
+};
 
 class Tokenizer {
  public:

@@ -151,9 +151,26 @@ def _read_file(path):
         raise ContainerError(f"cannot read {path}: {e}") from None
 
 
+class VQMatrix:
+    """A residual-VQ matrix: W[r][8v+d] = scale_r * sum_s books[s][idx[r, v, s]][d]."""
+
+    def __init__(self, idx, scales, books, packed):
+        self.idx, self.scales, self.books, self.packed = idx, scales, books, packed
+
+    def dense(self):
+        M, nv, S = self.idx.shape
+        W = np.zeros((M, nv, self.books.shape[2]), dtype=self.books.dtype)
+        for s in range(S):
+            W += self.books[s][self.idx[:, :, s]]
+        return W.reshape(M, -1) * self.scales[:, None]
+
+
 class Container:
-    def __init__(self, path, verify_crc=True):
+    def __init__(self, path, verify_crc=True, dtype=np.float64):
         self.path = path
+        # float64 is the reference. float32 (--float32) repeats the same math in
+        # single precision, to estimate how far an f32 engine may drift.
+        self.dtype = np.dtype(dtype)
         if not os.path.isdir(path):
             raise ContainerError(f"not a model directory: {path}")
         try:
@@ -197,8 +214,27 @@ class Container:
         for t in man.get("trunk") or []:
             self.index[t["name"]] = t
         self.banks = {int(k): v for k, v in (man.get("layers") or {}).items()}
+        self._check_files()
         self._books = None
-        self._cache = {}
+        self._cache = {}          # trunk tensors, dequantized
+        self._experts = {}        # (layer, expert) -> [VQMatrix] x 3
+
+    def _check_files(self):
+        """Fail at open, not halfway through a forward pass."""
+        for name, t in self.index.items():
+            if self.prefix and not name.startswith(self.prefix):
+                continue                      # vision tower etc.: never read
+            if int(t.get("fmt", 0)) not in (FMT_F32, FMT_Q8G, FMT_Q4G, FMT_Q3G):
+                raise ContainerError(f"{name}: unsupported trunk format {t.get('fmt')} "
+                                     "(supported: 0 F32, 2 Q8G, 3 Q4G, 7 Q3G)")
+        if self.banks:
+            cb = os.path.join(self.path, "codebooks.bin")
+            if not os.path.isfile(cb):
+                raise ContainerError(f"missing file: {cb}")
+        for L, bank in sorted(self.banks.items()):
+            path = os.path.join(self.path, bank.get("file", f"experts-L{L}.bin"))
+            if not os.path.isfile(path):
+                raise ContainerError(f"missing file: {path}")
 
     # ---- trunk ----------------------------------------------------------
 
@@ -270,7 +306,7 @@ class Container:
             t = self.entry(name)
             shape = [int(s) for s in t["shape"]]
             rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-            self._cache[key] = self._rows(t, 0, rows).reshape(shape)
+            self._cache[key] = self._rows(t, 0, rows).reshape(shape).astype(self.dtype)
         return self._cache[key]
 
     def vector(self, name, n):
@@ -285,7 +321,7 @@ class Container:
         vocab = int(t["shape"][0])
         if not 0 <= token < vocab:
             raise ContainerError(f"token id {token} outside the vocabulary (0..{vocab - 1})")
-        return self._rows(t, token, 1)[0]
+        return self._rows(t, token, 1)[0].astype(self.dtype)
 
     # ---- codebooks and experts -----------------------------------------
 
@@ -325,9 +361,11 @@ class Container:
             raise ContainerError(f"expert {e} of layer {layer}: short read")
         return rec, stride
 
-    def expert(self, layer, e):
-        """Dequantize one routed expert: W[r][8v+d] = f16(scale_r) *
-        sum_s C[b + k*S + s][idx(r, v, s)][d]  (spec §2.1)."""
+    def expert_parts(self, layer, e):
+        """One routed expert as stored: for gate, up, down a VQMatrix
+        (indices [M, nv, S], per-row f16 scales, the S codebooks)."""
+        if (layer, e) in self._experts:
+            return self._experts[(layer, e)]
         rec, stride = self._record(layer, e)
         (magic, hl, he, fmt, _flags, cb, lowrank, _r0, blocks,
          g_off, u_off, d_off, s_off, crc, _r1, _r2) = EXPERT_HDR.unpack_from(rec)
@@ -342,6 +380,7 @@ class Container:
             raise ContainerError(f"{where}: lowrank_id must be 0 in v0")
         S = self.stages
         books = self.books()
+        # the record's codebook_id (= the layer's base) is what the engine uses
         if cb + 3 * S > len(books):
             raise ContainerError(f"{where}: codebook_id {cb} + 3*{S} > {len(books)} books")
         dims = self.expert_dims()
@@ -353,17 +392,25 @@ class Container:
         if self.verify_crc and zlib.crc32(rec[48:s_off + 2 * n_scales]) != crc:
             raise ContainerError(f"{where}: checksum mismatch")
         scales = f16_scale(np.frombuffer(rec, dtype="<u2", count=n_scales, offset=s_off))
-        out, r0 = [], 0
+        parts, r0 = [], 0
         for k, (off, (M, N)) in enumerate(zip((g_off, u_off, d_off), dims)):
+            if N % self.vec_dim:
+                raise ContainerError(f"{where}: width {N} not a multiple of vec_dim")
             idx = self._indices(rec, off, M, N)               # [M, nv, S]
             if idx.size and idx.max() >= self.entries:
                 raise ContainerError(f"{where}: index {idx.max()} >= {self.entries} entries")
-            W = np.zeros((M, N // self.vec_dim, self.vec_dim))
-            for s in range(S):
-                W += books[cb + k * S + s][idx[:, :, s]]
-            out.append(W.reshape(M, N) * scales[r0:r0 + M, None])
+            parts.append(VQMatrix(idx, scales[r0:r0 + M].astype(self.dtype),
+                                  books[cb + k * S:cb + (k + 1) * S].astype(self.dtype),
+                                  packed=self.index_bits == 6))
             r0 += M
-        return out
+        if len(self._experts) >= 1024:
+            self._experts.clear()
+        self._experts[(layer, e)] = parts
+        return parts
+
+    def expert(self, layer, e):
+        """(gate, up, down) dequantized to float64 (spec §2.1)."""
+        return [p.dense() for p in self.expert_parts(layer, e)]
 
     def _indices(self, rec, off, M, N):
         """Undo the 64-row index blocking -> idx[row, vector, stage].

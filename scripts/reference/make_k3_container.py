@@ -7,8 +7,11 @@ with its norm, SiTU, Attention Residuals, MLA with q_lora and the sigmoid
 output gate, the full-rank KDA output gate, the bounded decay gate, A_log
 padded to head_dim, two shared experts, VQ4P / VQ2R expert records, Q3G /
 Q8G trunks, a group size other than 128, tensors written out of order with
-dead bytes between them, and a router layer built so that every token has an
-exact tie at the top-k boundary (pairs of identical router rows, odd top-k).
+dead bytes between them, f16 subnormal scales that matter (the row of logit 5
+in lm_head; the row of token 7 in embed_tokens, which also makes the logits of
+a prompt ending in 7 ~100x more sensitive to rounding), subnormal codebook
+values, and a router layer (layer 2) built so that every token has an exact
+tie at the top-k boundary (pairs of identical router rows, odd top-k).
 
 Weights are noise with sane magnitudes; the container only supports
 comparisons between implementations on the same file.
@@ -210,8 +213,9 @@ def main():
     N = lambda name, sd, shape: t.f32(name, R(name).normal(0, sd, shape))
     eight = Q8G                         # embed_tokens and lm_head, as the converter
 
-    t.quant("model.embed_tokens.weight",
-            R("model.embed_tokens.weight").normal(0, 1, (vocab, hid)), eight)
+    emb = R("model.embed_tokens.weight").normal(0, 1, (vocab, hid))
+    emb[7] *= 1e-3                      # token 7: every scale of its row is subnormal
+    t.quant("model.embed_tokens.weight", emb, eight)
     for L in range(nl):
         p = f"model.layers.{L}."
         V(p + "input_layernorm.weight", hid)
@@ -283,7 +287,9 @@ def main():
     if on("attn_res"):
         V("model.output_attn_res_norm.weight", hid)
         N("model.output_attn_res_proj.weight", 0.3, (1, hid))
-    Q("lm_head.weight", vocab, hid, 4.0, fmt=eight)
+    head = mat("lm_head.weight", vocab, hid, 4.0)
+    head[5] *= 2e-3                     # logit 5: subnormal scales (flushing them shows)
+    t.quant("lm_head.weight", head, eight)
     if a.prefix:
         t.prefix = ""
         Q("vision_tower.encoder.blocks.0.wqkv.weight", 64, hid, fmt=Q8G)

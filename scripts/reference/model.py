@@ -61,16 +61,50 @@ def attn_res(blocks, p, norm_w, proj_w, eps):
     return softmax(s) @ V
 
 
+# ---------------------------------------------------------------- experts
+
+# Set EXACT_VQ4P[0] = True (waste_ref.py --exact-vq4p) to use the exact
+# dequantized product for VQ4P experts instead of the engine's int8 table.
+EXACT_VQ4P = [False]
+LUT8_BLOCK = 32          # vector positions sharing one int8 table scale
+
+
+def vq_matvec(Wq, x, lut8):
+    """y = W x for a routed-expert matrix (container.VQMatrix).
+
+    lut8=False: the exact product with W dequantized (spec §2.1).
+    lut8=True (VQ4P containers, the engine's only VQ4P path, spec §2.3): the
+    table T[v][s][c] = sum_d x[8v+d] C_s[c][d] is quantized to int8 per block
+    of 32 positions (scale m/127, m = max|T| over the block's 4 x 64 x 32
+    values, round half to even, clamp to +-127); each row sums its looked-up
+    integers per block, acc = sum_blocks scale_b * int_sum_b, y = acc * f16(scale_r).
+    """
+    if not lut8:
+        return Wq.dense() @ x
+    M, nv, S = Wq.idx.shape
+    vd = Wq.books.shape[2]
+    T = np.einsum("vd,sed->vse", x.reshape(nv, vd), Wq.books)          # [nv, S, en]
+    y = np.zeros(M, dtype=x.dtype)
+    for v0 in range(0, nv, LUT8_BLOCK):
+        Tb = T[v0:v0 + LUT8_BLOCK]
+        m = np.abs(Tb).max()
+        q = np.clip(np.rint(Tb * (127.0 / m)), -127, 127) if m > 0 else np.zeros_like(Tb)
+        ib = Wq.idx[:, v0:v0 + LUT8_BLOCK, :]                           # [M, nb, S]
+        looked = q[np.arange(ib.shape[1])[None, :, None], np.arange(S)[None, None, :], ib]
+        y += (m / 127.0) * looked.sum(axis=(1, 2))                      # exact integers
+    return y * Wq.scales
+
+
 # ---------------------------------------------------------------- layers
 
 class KDAState:
     """Per KDA layer: S[h] (D x D, rows = key dim) and the last K-1
     pre-conv values of q, k, v (oldest first)."""
 
-    def __init__(self, H, D, K):
+    def __init__(self, H, D, K, dtype=np.float64):
         C = H * D
-        self.S = np.zeros((H, D, D))
-        self.ring = {x: np.zeros((K - 1, C)) for x in "qkv"}
+        self.S = np.zeros((H, D, D), dtype=dtype)
+        self.ring = {x: np.zeros((K - 1, C), dtype=dtype) for x in "qkv"}
 
 
 def short_conv_silu(z, w, ring):
@@ -110,7 +144,7 @@ def kda_layer(ct, L, u, st):
     beta = sigmoid(W("b_proj") @ u)
 
     # 4.-5. normalize q, k; gated delta rule per head
-    o = np.zeros((H, D))
+    o = np.zeros((H, D), dtype=u.dtype)
     for h in range(H):
         qh = q[h] / np.sqrt(np.sum(q[h] ** 2) + 1e-12) / np.sqrt(D)
         kh = k[h] / np.sqrt(np.sum(k[h] ** 2) + 1e-12)
@@ -152,7 +186,7 @@ def mla_layer(ct, L, u, cache):
     K_nope = np.einsum("hdl,tl->htd", kvb[:, :nope], Cl)     # [nh, T, nope]
     V = np.einsum("hdl,tl->htd", kvb[:, nope:], Cl)          # [nh, T, vh]
 
-    o = np.zeros((nh, vh))
+    o = np.zeros((nh, vh), dtype=u.dtype)
     for h in range(nh):
         s = (K_nope[h] @ q_nope[h] + Kr @ q_rope[h]) / np.sqrt(nope + rope)
         o[h] = softmax(s) @ V[h]
@@ -172,7 +206,7 @@ def route(ct, L, u):
     # an exact tie is resolved by the tie rule, as in the engine.
     score = sigmoid((ct.tensor(p + "weight") * u[None, :]).sum(axis=1))
     bias = (ct.vector(p + "e_score_correction_bias", c.n_experts)
-            if ct.has(p + "e_score_correction_bias") else np.zeros(c.n_experts))
+            if ct.has(p + "e_score_correction_bias") else np.zeros(c.n_experts, u.dtype))
     sel = score + bias
     order = sorted(range(c.n_experts), key=lambda e: (-sel[e], e))
     ids = order[:c.top_k]
@@ -194,9 +228,11 @@ def moe_block(ct, L, u, trace=None):
 
     xi = ct.tensor(p + "routed_expert_down_proj.weight") @ u if c.latent > 0 else u
     acc = np.zeros_like(xi)
+    lut8 = ct.index_bits == 6 and not EXACT_VQ4P[0]
     for e, we in zip(ids, w):
-        Wg, Wu, Wd = ct.expert(L, e)
-        acc += we * (Wd @ glu_act(c, Wg @ xi, Wu @ xi))
+        Wg, Wu, Wd = ct.expert_parts(L, e)
+        h = glu_act(c, vq_matvec(Wg, xi, lut8), vq_matvec(Wu, xi, lut8))
+        acc += we * vq_matvec(Wd, h, lut8)
     if c.latent > 0:
         if c.latent_norm:
             acc = rmsnorm(acc, ct.tensor(p + "routed_expert_norm.weight"), c.eps)
@@ -221,7 +257,7 @@ class Model:
     def __init__(self, ct):
         self.ct, c = ct, ct.cfg
         self.pos = 0
-        self.kda = {L: KDAState(c.kda_heads, c.kda_dim, c.conv_k)
+        self.kda = {L: KDAState(c.kda_heads, c.kda_dim, c.conv_k, ct.dtype)
                     for L in range(c.n_layers) if L in c.kda_layers}
         self.mla = {L: [] for L in range(c.n_layers) if L not in c.kda_layers}
         self.trace = None                  # list to collect routing, or None

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """waste_ref — independent float64 numerical reference for WASTE containers.
 
-  /usr/bin/python3 scripts/reference/waste_ref.py MODEL_DIR --ids 1,2,3 \
+  /usr/bin/python3 scripts/reference/waste_ref.py MODEL_DIR --ids 1,2,3
       [--logits-out FILE] [--greedy N] [--json]
 
 Feeds the ids one at a time from position 0 and computes the logits in
@@ -12,6 +12,8 @@ is docs/waste-format-and-engine.md §3, the container reading §1 and §2.1.
   --greedy N         then continue greedily N tokens (argmax, ties -> lowest id)
   --json             print {"token_ids": [generated...], "top": [[id, logit] x10]}
   --dump-hidden FILE residual stream after every layer (last prompt position)
+  --exact-vq4p       VQ4P experts: exact product, not the engine's int8 table
+  --float32          same math in float32 (estimates the f32 noise floor)
   --trace            print each MoE layer's routing and selection margin to stderr
 """
 
@@ -20,11 +22,13 @@ import json
 import os
 import sys
 
+sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
 from container import Container, ContainerError  # noqa: E402
+import model  # noqa: E402
 from model import Model  # noqa: E402
 
 
@@ -61,6 +65,13 @@ def main(argv=None):
                     help="write the residual stream after every layer of the last "
                          "prompt position, float64 [layers, hidden] (cf. the "
                          "engine's WASTE_DUMP_HIDDEN, float32)")
+    ap.add_argument("--exact-vq4p", action="store_true",
+                    help="VQ4P experts: exact dequantized product instead of the "
+                         "engine's int8 lookup table (spec 2.3)")
+    ap.add_argument("--float32", action="store_true",
+                    help="run the same math in float32 instead of float64: the "
+                         "difference between the two estimates the float noise "
+                         "an f32 engine can show on this container and prompt")
     ap.add_argument("--no-verify", action="store_true",
                     help="skip the CRC-32 check of expert records")
     a = ap.parse_args(argv)
@@ -69,11 +80,13 @@ def main(argv=None):
     ids = parse_ids(a.ids)
 
     try:
-        ct = Container(a.model, verify_crc=not a.no_verify)
+        ct = Container(a.model, verify_crc=not a.no_verify,
+                       dtype=np.float32 if a.float32 else np.float64)
         vocab = ct.cfg.vocab
         for t in ids:
             if not 0 <= t < vocab:
                 raise ContainerError(f"token id {t} outside the vocabulary (0..{vocab - 1})")
+        model.EXACT_VQ4P[0] = a.exact_vq4p
         m = Model(ct)
         if a.trace:
             m.trace = []
