@@ -35,12 +35,12 @@ size_t pread_full(int fd, uint8_t* buf, size_t n, uint64_t off, int* err) {
 
 }  // namespace
 
-AlignedBuffer::AlignedBuffer(size_t n) : n_(n) {
+AlignedBuffer::AlignedBuffer(size_t n, bool zero) : n_(n) {
   size_t padded = (n + kIoAlign - 1) / kIoAlign * kIoAlign;
   if (padded == 0) padded = kIoAlign;
   p_ = static_cast<uint8_t*>(std::aligned_alloc(kIoAlign, padded));
   if (!p_) fail<IoError>("out of memory allocating a {}-byte I/O buffer", n);
-  std::memset(p_, 0, padded);
+  if (zero) std::memset(p_, 0, padded);
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(p_); }

@@ -39,7 +39,8 @@ class ExpertBank {
 
 // A heap buffer aligned for direct I/O.
 struct AlignedBuffer {
-  explicit AlignedBuffer(size_t n);
+  // `zero` = false leaves the bytes as the allocator gives them (for buffers a read fills).
+  explicit AlignedBuffer(size_t n, bool zero = true);
   ~AlignedBuffer();
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;

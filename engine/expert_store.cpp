@@ -26,8 +26,7 @@ ExpertStore::ExpertStore(const Container& c, const StoreOptions& opt)
   double per_token = (double)c.config().top_k * (double)c.manifest().banks.size();
   cache_ = ExpertCache((int)std::min<uint64_t>(slots, 1 << 24), opt.policy,
                        kLrfuHalfLifeTokens * per_token);
-  buf_.resize(cache_.n_slots());
-  for (auto& b : buf_) b = std::make_unique<AlignedBuffer>(stride_);
+  buf_.resize(cache_.n_slots());  // allocated on first use: a big cache costs nothing until used
   state_.assign(cache_.n_slots(), State::kEmpty);
   error_.resize(cache_.n_slots());
   speculative_.assign(cache_.n_slots(), 0);
@@ -54,6 +53,7 @@ void ExpertStore::read_into(int slot, int layer, int expert, std::unique_lock<st
   auto t0 = Clock::now();
   std::string err;
   try {
+    if (!buf_[slot]) buf_[slot] = std::make_unique<AlignedBuffer>(stride_, false);
     c_.bank(layer).read(expert, buf_[slot]->data());
   } catch (const std::exception& e) {
     err = e.what();

@@ -55,18 +55,24 @@ Isa parse_isa(std::string_view name) {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
 
 const char* format_name(TensorFormat f) {
   switch (f) {
-    case TensorFormat::kF32: return "F32";
-    case TensorFormat::kQ8G: return "Q8G";
-    case TensorFormat::kQ4G: return "Q4G";
+    case TensorFormat::kF32:
+      return "F32";
+    case TensorFormat::kQ8G:
+      return "Q8G";
+    case TensorFormat::kQ4G:
+      return "Q4G";
   }
   return "unknown";
 }
@@ -90,9 +96,13 @@ CpuFeatures cpu_features() {
   return f;
 }
 
-bool cpu_supports(Isa isa, const CpuFeatures& cpu) { return missing_features(isa, cpu).empty(); }
+bool cpu_supports(Isa isa, const CpuFeatures& cpu) {
+  return missing_features(isa, cpu).empty();
+}
 
-bool cpu_supports(Isa isa) { return cpu_supports(isa, cpu_features()); }
+bool cpu_supports(Isa isa) {
+  return cpu_supports(isa, cpu_features());
+}
 
 Isa choose_isa(const char* requested, const CpuFeatures& cpu) {
   if (requested && *requested) {
@@ -106,15 +116,20 @@ Isa choose_isa(const char* requested, const CpuFeatures& cpu) {
   return Isa::kScalar;
 }
 
-Isa detect_isa() { return choose_isa(std::getenv("WASTE_ISA"), cpu_features()); }
+Isa detect_isa() {
+  return choose_isa(std::getenv("WASTE_ISA"), cpu_features());
+}
 
 const Kernels& kernels_for(Isa isa) {
   std::string missing = missing_features(isa, cpu_features());
   if (!missing.empty()) fail<UsageError>("{} kernels: this CPU lacks {}", isa_name(isa), missing);
   switch (isa) {
-    case Isa::kAvx2: return detail::avx2_kernels();
-    case Isa::kAvx512: return detail::avx512_kernels();
-    default: return detail::scalar_kernels();
+    case Isa::kAvx2:
+      return detail::avx2_kernels();
+    case Isa::kAvx512:
+      return detail::avx512_kernels();
+    default:
+      return detail::scalar_kernels();
   }
 }
 

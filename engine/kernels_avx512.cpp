@@ -1,7 +1,8 @@
 // AVX-512 kernels (16 float lanes; F, BW, VL, DQ). The same structure as kernels_avx2.cpp with
-// twice the width; everything is internal so no AVX-512 copy of a shared helper can leak out.
-// GCC 12.2's AVX-512 headers trip -W(maybe-)uninitialized on their own undefined-vector idiom
-// (GCC bug 105593, fixed in 12.3); the warning is about the header, not this file.
+// twice the width; everything is internal so no AVX-512 copy of a shared helper can leak out
+// (see kernels_avx2.cpp).
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_* idiom
+// (a known false positive, GCC PR 105593); silenced for this file only.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
@@ -16,9 +17,9 @@ namespace waste {
 namespace {
 
 constexpr int kLanes = 16;
-constexpr int kRowTile = 4;                    // rows sharing each x load
-constexpr int kTokenTile = 16;                 // matmul tokens sharing each decoded group
-constexpr int64_t kScaleChunk = 64;            // groups whose scales are decoded at once
+constexpr int kRowTile = 4;          // rows sharing each x load
+constexpr int kTokenTile = 16;       // matmul tokens sharing each decoded group
+constexpr int64_t kScaleChunk = 64;  // groups whose scales are decoded at once
 constexpr int64_t kStackFloats = 8192;
 
 // Scratch floats, 64-byte aligned: on the stack when small, else on the heap.
@@ -39,9 +40,13 @@ class Scratch {
   float* p_;
 };
 
-int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
 
-__mmask16 first_lanes(int64_t n) { return (__mmask16)((1u << n) - 1); }
+__mmask16 first_lanes(int64_t n) {
+  return (__mmask16)((1u << n) - 1);
+}
 
 // --- f16 scales: the exact decode of f16_to_f32 (exponent 31 stays finite, subnormals kept).
 
@@ -135,15 +140,22 @@ struct Q8Codes {
   }
 };
 
+// Q4G needs x in decode order, Q8G in input order; both zero-padded to whole groups. Callers
+// split rows across threads, so this O(cols) step runs once per row range and must stay cheap.
 void build_panel(const float* x, int64_t cols, int64_t padded, bool q4, float* panel) {
-  for (int64_t c = 0; c < padded; c++) {
-    int64_t src = c;
-    if (q4) {
-      int at = (int)(c % kQ4StepInputs);
-      src = c - at + q4_input(at / kLanes, at % kLanes);
-    }
-    panel[c] = src < cols ? x[src] : 0.0f;
+  if (!q4) {
+    __builtin_memcpy(panel, x, (size_t)cols * 4);
+    for (int64_t c = cols; c < padded; c++) panel[c] = 0.0f;
+    return;
   }
+  int order[kQ4StepInputs];
+  for (int i = 0; i < kQ4StepInputs; i++) order[i] = q4_input(i / kLanes, i % kLanes);
+  int64_t c0 = 0;
+  for (; c0 + kQ4StepInputs <= cols; c0 += kQ4StepInputs)
+    for (int i = 0; i < kQ4StepInputs; i++) panel[c0 + i] = x[c0 + order[i]];
+  for (; c0 < padded; c0 += kQ4StepInputs)
+    for (int i = 0; i < kQ4StepInputs; i++)
+      panel[c0 + i] = c0 + order[i] < cols ? x[c0 + order[i]] : 0.0f;
 }
 
 template <int NR, template <int> class Codes>
@@ -157,8 +169,8 @@ void decode_group(const Codes<NR>& codes, float* out) {
     }
 }
 
-// The per-group partial dots of NR rows (two accumulators each, alternating vectors); the one
-// arithmetic both matvec and matmul run.
+// The per-group partial dots of NR rows for matvec: two accumulators per row, the vectors of
+// the group alternating between them in ascending order, then one add.
 template <int NR, class Codes>
 inline __attribute__((always_inline)) void group_dots(const Codes& w, const float* xg,
                                                       __m512* part) {
@@ -182,10 +194,12 @@ inline __attribute__((always_inline)) void group_dots(const Codes& w, const floa
   for (int k = 0; k < NR; k++) part[k] = _mm512_add_ps(acc[0][k], acc[1][k]);
 }
 
-// group_dots for codes decoded earlier (matmul). The loop runs vector-major, yet every
+// group_dots for codes decoded earlier (matmul): the loop runs vector-major, yet every
 // accumulator receives the same FMAs in the same order as in group_dots (vectors ascending,
-// parity picking the accumulator; decode steps hold an even number of vectors), so the partials
-// are bit-identical.
+// parity picking the accumulator, since decode steps hold an even number of vectors), so the
+// partials are bit-identical to matvec's.
+static_assert(Q4Codes<1>::kVecs % 2 == 0 && Q8Codes<1>::kVecs % 2 == 0);
+
 template <int NR>
 inline __attribute__((always_inline)) void decoded_dots(const float* w, const float* x,
                                                         __m512* part) {
@@ -197,7 +211,8 @@ inline __attribute__((always_inline)) void decoded_dots(const float* w, const fl
     __m512 xv = _mm512_load_ps(x + v * kLanes);
 #pragma GCC unroll 8
     for (int k = 0; k < NR; k++)
-      acc[v % 2][k] = _mm512_fmadd_ps(_mm512_load_ps(w + k * kQuantGroup + v * kLanes), xv, acc[v % 2][k]);
+      acc[v % 2][k] =
+          _mm512_fmadd_ps(_mm512_load_ps(w + k * kQuantGroup + v * kLanes), xv, acc[v % 2][k]);
   }
 #pragma GCC unroll 8
   for (int k = 0; k < NR; k++) part[k] = _mm512_add_ps(acc[0][k], acc[1][k]);
@@ -333,7 +348,9 @@ void f32_matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r
 
 // --- Entry points.
 
-int64_t padded_cols(const Matrix& w) { return w.groups() * kQuantGroup; }
+int64_t padded_cols(const Matrix& w) {
+  return w.groups() * kQuantGroup;
+}
 
 void matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
   if (w.fmt == TensorFormat::kF32) return f32_matvec(w, x, y, r0, r1);
@@ -437,16 +454,15 @@ void vq_tile_sums(const float* lut, int entries, const uint8_t* blk, int64_t nv,
       __m512 sum = _mm512_i32gather_ps(i0, t, 4);
 #pragma GCC unroll 4
       for (int s = 1; s < S; s++)
-        sum = _mm512_add_ps(sum, _mm512_i32gather_ps(_mm512_shuffle_epi8(runs, pick[s]),
-                                                     t + s * entries, 4));
+        sum = _mm512_add_ps(
+            sum, _mm512_i32gather_ps(_mm512_shuffle_epi8(runs, pick[s]), t + s * entries, 4));
       acc[k] = _mm512_add_ps(acc[k], sum);
     }
   }
 }
 
 template <int S>
-void vq_rows_s(const float* lut, int entries, const VqMatrix& m, float* y, int64_t r0,
-               int64_t r1) {
+void vq_rows_s(const float* lut, int entries, const VqMatrix& m, float* y, int64_t r0, int64_t r1) {
   for (int64_t rb = r0; rb < r1; rb += kVqRowBlock) {
     __m512 acc[kTileVecs];
     vq_tile_sums<S>(lut, entries, m.idx + rb * m.nv * S, m.nv, acc);
@@ -458,7 +474,8 @@ void vq_rows_s(const float* lut, int entries, const VqMatrix& m, float* y, int64
       }
       alignas(64) float sums[kLanes];
       _mm512_store_ps(sums, acc[k]);
-      for (int i = 0; i < kLanes && r + i < r1; i++) y[r + i] = f16_scalar(m.scales[r + i]) * sums[i];
+      for (int i = 0; i < kLanes && r + i < r1; i++)
+        y[r + i] = f16_scalar(m.scales[r + i]) * sums[i];
     }
   }
 }
@@ -466,11 +483,16 @@ void vq_rows_s(const float* lut, int entries, const VqMatrix& m, float* y, int64
 void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float* y, int64_t r0,
              int64_t r1) {
   switch (stages) {
-    case 1: return vq_rows_s<1>(lut, entries, m, y, r0, r1);
-    case 2: return vq_rows_s<2>(lut, entries, m, y, r0, r1);
-    case 3: return vq_rows_s<3>(lut, entries, m, y, r0, r1);
-    case 4: return vq_rows_s<4>(lut, entries, m, y, r0, r1);
-    default: return detail::scalar_kernels().vq_rows(lut, stages, entries, m, y, r0, r1);
+    case 1:
+      return vq_rows_s<1>(lut, entries, m, y, r0, r1);
+    case 2:
+      return vq_rows_s<2>(lut, entries, m, y, r0, r1);
+    case 3:
+      return vq_rows_s<3>(lut, entries, m, y, r0, r1);
+    case 4:
+      return vq_rows_s<4>(lut, entries, m, y, r0, r1);
+    default:
+      return detail::scalar_kernels().vq_rows(lut, stages, entries, m, y, r0, r1);
   }
 }
 
