@@ -25,14 +25,17 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Every buffer is padded to a whole block (-inf logits, zero weights), so passes need no tail.
 constexpr int kBlock = 256;
 // top_k up to this scans with a bounded heap and continues on the survivors alone; larger k cuts
-// the dense array at the k-th value found by nth_element.
-constexpr int kHeapTopK = 4096;
+// the dense array at the k-th best of the candidates above an estimated floor.
+constexpr int kHeapTopK = 400;
 // Weights are bucketed by their float bits for top-p: 16 buckets per octave, monotone in the
 // weight, so a bucket boundary never splits equal weights. Bucket 0 holds weight 1.
 constexpr int kBucketShift = 19;
 constexpr int kBucketCount = (0x3F800000 >> kBucketShift) + 1;
-// The top-p threshold estimate reads every kSampleStride-th weight and stays kSlackBuckets (two
-// octaves) below where the sample's mass reaches top_p, so the exact check rarely fails.
+constexpr int kSubBuckets = 1 << (kBucketShift - 9);
+// A top-p edge bucket with more ids than this is split once more before sorting.
+constexpr size_t kSortDirectly = 64;
+// The top-p and top-k floor estimates read every kSampleStride-th id; top-p's stays kSlackBuckets
+// (two octaves) below where the sample's mass reaches top_p, so the exact check rarely fails.
 constexpr int kSampleStride = 16;
 constexpr int kSlackBuckets = 32;
 // Below this scaled logit the weight is treated as zero, which keeps exp's result a normal float.
@@ -59,23 +62,24 @@ float sanitize(float x, const uint8_t* mask, size_t i) {
 // about the AVX argument-passing ABI.
 template <int W>
 struct Lanes;
+// (typedef, not using: Clang honours a lowered alignment only on a typedef.)
 template <>
 struct Lanes<4> {
-  using F = float __attribute__((vector_size(16)));
-  using I = int32_t __attribute__((vector_size(16)));
-  using D = double __attribute__((vector_size(16)));
-  using Fu = float __attribute__((vector_size(16), aligned(4), may_alias));  // unaligned view
-  using Hu = float __attribute__((vector_size(8), aligned(4), may_alias));   // half of Fu
+  typedef float F __attribute__((vector_size(16)));
+  typedef int32_t I __attribute__((vector_size(16)));
+  typedef double D __attribute__((vector_size(16)));
+  typedef float Fu __attribute__((vector_size(16), aligned(4), may_alias));  // unaligned view
+  typedef float Hu __attribute__((vector_size(8), aligned(4), may_alias));   // half of Fu
   static constexpr I iota = {0, 1, 2, 3};
   static constexpr I bit = {1, 2, 4, 8};
 };
 template <>
 struct Lanes<8> {
-  using F = float __attribute__((vector_size(32)));
-  using I = int32_t __attribute__((vector_size(32)));
-  using D = double __attribute__((vector_size(32)));
-  using Fu = float __attribute__((vector_size(32), aligned(4), may_alias));
-  using Hu = float __attribute__((vector_size(16), aligned(4), may_alias));
+  typedef float F __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+  typedef double D __attribute__((vector_size(32)));
+  typedef float Fu __attribute__((vector_size(32), aligned(4), may_alias));
+  typedef float Hu __attribute__((vector_size(16), aligned(4), may_alias));
   static constexpr I iota = {0, 1, 2, 3, 4, 5, 6, 7};
   static constexpr I bit = {1, 2, 4, 8, 16, 32, 64, 128};
 };
@@ -163,15 +167,21 @@ WASTE_INLINE Cand load_body(const float* src, float* dst, size_t vocab, const ui
 
 template <int W>
 WASTE_INLINE Cand find_max_body(const float* x, size_t n) {
+  using F = typename Lanes<W>::F;
   using Fu = typename Lanes<W>::Fu;
   MaxLanes<W> max;
-  for (size_t i = 0; i < n; i += 2 * W)
-    for (int c = 0; c < 2; c++) max.add(c, *(const Fu*)(x + i + W * c));
+  for (size_t i = 0; i < n; i += 2 * W) {
+    for (int c = 0; c < 2; c++) {
+      F v = *(const Fu*)(x + i + W * c);
+      max.add(c, v);
+    }
+  }
   return max.reduce();
 }
 
 // One block of w = exp((x - max) * inv_t), by Cephes expf (Cody-Waite reduction, degree-5
-// polynomial, about 2 ulp); exp(0) is exactly 1, arguments below kMinExponent (-inf too) give 0.
+// polynomial, within 1 ulp over [-86, 0]); exp(0) is exactly 1, arguments below kMinExponent (-inf
+// too) give 0.
 template <int W>
 WASTE_INLINE void exp_block(const float* x, float* w, float max, float inv_t) {
   WASTE_LANE_TYPES(W);
@@ -337,6 +347,11 @@ int bucket_of(float w) {
   return b < 0 ? 0 : b;
 }
 
+// Within a bucket, 1024 finer ones by the next bits; lower again means a higher weight.
+int sub_bucket_of(float w) {
+  return ((0x3F800000 - std::bit_cast<int32_t>(w)) & ((1 << kBucketShift) - 1)) >> 9;
+}
+
 // The smallest positive weight in bucket b, or 0 past the last bucket.
 float bucket_floor(int b) {
   int32_t bits = 0x3F800000 - ((b + 1) << kBucketShift) + 1;
@@ -352,6 +367,11 @@ bool any_allowed(const uint8_t* mask, int vocab) {
 
 bool in_range(float x, float lo, float hi) {
   return x >= lo && x <= hi;
+}
+
+SamplerParams validated(SamplerParams p, int vocab) {
+  validate(p, vocab);
+  return p;
 }
 
 uint64_t random_seed() {
@@ -384,7 +404,7 @@ void validate(const SamplerParams& p, int vocab) {
 }
 
 Sampler::Sampler(SamplerParams p, int vocab)
-    : p_((validate(p, vocab), std::move(p))),
+    : p_(validated(std::move(p), vocab)),
       vocab_(vocab),
       seed_(p_.seed ? *p_.seed : random_seed()),
       rng_(seed_),
@@ -395,7 +415,7 @@ Sampler::Sampler(SamplerParams p, int vocab)
   block_sum_.assign(padded / kBlock, 0.0);
   if (p_.repetition_penalty != 1 || p_.presence_penalty != 0 || p_.frequency_penalty != 0)
     count_.assign(vocab, 0);
-  if (p_.top_p < 1 || p_.min_p > 0) cand_.resize(padded);
+  if (p_.top_p < 1 || p_.min_p > 0 || p_.top_k > kHeapTopK) cand_.resize(padded);
   if (p_.top_p < 1) bucket_mass_.assign(kBucketCount, 0.0);
 }
 
@@ -479,22 +499,31 @@ int Sampler::sample_top_k(float max_logit, float inv_t) {
   return draw_from(heap_, total);
 }
 
-// Large k: the k-th largest value by nth_element, the id where its ties run out, then every
-// worse id goes to -inf and the dense path continues.
+// Large k: the logits above a floor estimated from a sample (every finite one when the estimate
+// falls short), then the k-th best of those by nth_element; every worse id goes to -inf and the
+// dense path continues.
 void Sampler::cut_to_top_k() {
   size_t k = p_.top_k;
+  auto collect_logits = [&](float least) {
+    return std::span<Cand>(cand_.data(),
+                           k_->collect(logit_.data(), logit_.size(), least, cand_.data()));
+  };
+  std::span<Cand> c = collect_logits(top_k_floor(k));
+  if (c.size() < k) c = collect_logits(-FLT_MAX);
+  if (c.size() <= k) return;  // no more finite logits than k
+  std::nth_element(c.begin(), c.begin() + (k - 1), c.end(), better);
+  k_->cut(logit_.data(), logit_.size(), c[k - 1].first, c[k - 1].second, kNegInf);
+}
+
+// A logit about 1.5 k logits reach, judged from every kSampleStride-th one.
+float Sampler::top_k_floor(size_t k) {
   values_.clear();
-  for (int i = 0; i < vocab_; i++)
+  for (int i = 0; i < vocab_; i += kSampleStride)
     if (logit_[i] != kNegInf) values_.push_back(logit_[i]);
-  if (values_.size() <= k) return;
-  std::nth_element(values_.begin(), values_.begin() + (k - 1), values_.end(), std::greater<>());
-  float x = values_[k - 1];
-  size_t ties_kept =
-      k - std::count_if(values_.begin(), values_.end(), [x](float v) { return v > x; });
-  int last_tie = 0;
-  for (int i = 0; i < vocab_ && ties_kept > 0; i++)
-    if (logit_[i] == x) last_tie = i, ties_kept--;
-  k_->cut(logit_.data(), logit_.size(), x, last_tie, kNegInf);
+  size_t rank = std::min(values_.size(), (k + k / 2) / kSampleStride + 8);
+  if (rank == 0) return -FLT_MAX;
+  std::nth_element(values_.begin(), values_.begin() + (rank - 1), values_.end(), std::greater<>());
+  return values_[rank - 1];
 }
 
 // The ids that top-p or min-p can keep, with their weights. Min-p keeps weight >= min_p (the top
@@ -536,23 +565,43 @@ float Sampler::top_p_floor(int argmax) {
   return 0.0f;
 }
 
-// The last candidate top-p keeps, in descending (weight, id) order: the first bucket (highest
-// weights first) where the running mass reaches target holds it, and only that bucket is sorted.
-// None when the candidates' mass falls short of target by rounding: then all stay.
+// The last candidate top-p keeps, in descending (weight, id) order, or none when the candidates'
+// mass falls short of target by rounding (then all stay). The first bucket (highest weights
+// first) whose running mass reaches target holds it; a crowded bucket is split once more by the
+// next bits, and only what remains is sorted. Equal weights are usually already in id order
+// (candidates come in id order), which is_sorted notices, so even a flat distribution costs
+// linear time.
 std::optional<Cand> Sampler::top_p_cut(std::span<const Cand> cands, double target) {
-  std::fill(bucket_mass_.begin(), bucket_mass_.end(), 0.0);
-  for (const Cand& c : cands) bucket_mass_[bucket_of(c.first)] += c.first;
-  int cut = 0;
   double mass = 0;
-  while (cut < kBucketCount && mass + bucket_mass_[cut] < target) mass += bucket_mass_[cut++];
-  if (cut == kBucketCount) return std::nullopt;
+  int b = first_bucket_reaching(cands, bucket_of, kBucketCount, target, mass);
+  if (b < 0) return std::nullopt;
   edge_.clear();
   for (const Cand& c : cands)
-    if (bucket_of(c.first) == cut) edge_.push_back(c);
-  std::sort(edge_.begin(), edge_.end(), better);
+    if (bucket_of(c.first) == b) edge_.push_back(c);
+  if (edge_.size() > kSortDirectly) {
+    int sub = first_bucket_reaching(edge_, sub_bucket_of, kSubBuckets, target, mass);
+    if (sub < 0) return *std::max_element(edge_.begin(), edge_.end(), better);  // the worst
+    std::erase_if(edge_, [sub](const Cand& c) { return sub_bucket_of(c.first) != sub; });
+  }
+  if (!std::is_sorted(edge_.begin(), edge_.end(), better))
+    std::sort(edge_.begin(), edge_.end(), better);
   for (const Cand& c : edge_)
     if ((mass += c.first) >= target) return c;
   return edge_.back();
+}
+
+// Adds to `mass` the mass of the buckets (under `key`, lower first) before the first one where it
+// would reach target, and returns that bucket; -1 when none does.
+template <class Key>
+int Sampler::first_bucket_reaching(std::span<const Cand> cands, Key key, int buckets, double target,
+                                   double& mass) {
+  std::fill_n(bucket_mass_.begin(), buckets, 0.0);
+  for (const Cand& c : cands) bucket_mass_[key(c.first)] += c.first;
+  for (int b = 0; b < buckets; b++) {
+    if (mass + bucket_mass_[b] >= target) return b;
+    mass += bucket_mass_[b];
+  }
+  return -1;
 }
 
 // Applies top-p (a fraction of `total`, the mass of every id still in play) and min-p to the

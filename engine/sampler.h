@@ -3,21 +3,23 @@
 // and the llama.cpp ones (top_k, min_p, repetition_penalty).
 //
 // Order of operations in Sampler::sample (each step sees the previous step's output):
-//   1. copy the logits;
+//   1. copy the logits; NaN becomes -inf (never chosen), +inf the largest float;
 //   2. logit_bias: add each bias (a pair repeated for one id adds twice); -100 effectively bans;
 //   3. repetition penalty (llama.cpp/CTRL): each distinct id in `history` gets
 //      logit > 0 ? logit / rp : logit * rp;
 //   4. presence/frequency penalties (OpenAI): logit -= count * frequency + (count > 0) * presence,
 //      count = occurrences of the id in `history` (the caller passes what it wants counted,
-//      normally the tokens generated so far);
-//   5. sanitize and constrain: NaN becomes -inf, +inf becomes the largest float, ids the mask
-//      disallows become -inf;
+//      normally the tokens generated so far); results past the largest float are clamped to it;
+//   5. constraint mask: disallowed ids become -inf (done during the copy, which is the same
+//      thing: -inf stays -inf through steps 2-4);
 //   6. temperature == 0: greedy argmax, ties to the lowest id; no random draw is consumed;
 //   7. otherwise top-k by logit (ties to the lower id), then softmax of logit / temperature
-//      (max-subtracted, sums in double), then top-p (the smallest prefix of descending-probability
-//      order, ties to the lower id, whose mass reaches top_p; never empty), then min-p (drop ids
-//      with p < min_p * p_max), then renormalize and take one uniform draw from the seeded Rng.
-// Terms below e^-86 of the most likely token's weight count as zero probability.
+//      (max-subtracted; weights in float within 1 ulp, every sum in double), then top-p (the
+//      smallest prefix of descending-probability order, ties to the lower id, whose mass reaches
+//      top_p; never empty), then min-p (drop ids with p < min_p * p_max), then renormalize and
+//      take one uniform draw from the seeded Rng.
+// Terms below e^-86 of the most likely token's weight count as zero probability. A seed gives the
+// same tokens on every x86-64 machine: the SSE2 and AVX2 code paths compute the same bits.
 #pragma once
 
 #include <cstdint>
@@ -76,10 +78,14 @@ class Sampler {
   void apply_penalties(std::span<const int32_t> history);
   int sample_top_k(float max_logit, float inv_t);
   void cut_to_top_k();
+  float top_k_floor(size_t k);
   std::span<Cand> collect_candidates(double total, int argmax);
   std::span<Cand> collect(float least);
   float top_p_floor(int argmax);
   std::optional<Cand> top_p_cut(std::span<const Cand> cands, double target);
+  template <class Key>
+  int first_bucket_reaching(std::span<const Cand> cands, Key key, int buckets, double target,
+                            double& mass);
   int draw_from(std::span<Cand> cands, double total);
   int draw_dense(double total);
 
@@ -96,10 +102,10 @@ class Sampler {
   bool best_stale_ = false;     // a change lowered best_: it must be searched again
   std::vector<int32_t> count_;  // occurrences in history; all zero between calls
   std::vector<int32_t> seen_;   // ids whose count_ is nonzero during a call
-  std::vector<Cand> cand_;      // top-p / min-p candidates (sized to the vocabulary)
+  std::vector<Cand> cand_;      // top-p / min-p / large top-k candidates (vocabulary-sized)
   std::vector<Cand> heap_;      // top-k survivors
   std::vector<Cand> edge_;      // the top-p bucket that needs ordering
-  std::vector<float> values_;   // finite logits, for nth_element on large top_k
+  std::vector<float> values_;   // sampled logits, for the large top_k estimate
   std::vector<double> bucket_mass_;
 };
 

@@ -67,6 +67,13 @@ Session::Session(const ModelConfig& c, uint64_t model_fingerprint, int64_t ctx)
   }
 }
 
+uint64_t Session::bytes() const {
+  uint64_t n = tokens.size() * sizeof(int32_t);
+  for (size_t l = 0; l < kda.size(); l++)
+    n += (kda[l].S.size() + kda[l].conv.size() + mla[l].latents.size()) * sizeof(float);
+  return n;
+}
+
 void Session::save(const std::filesystem::path& path) const {
   if (broken) fail<UsageError>("session is unusable after a failed step and cannot be saved");
   std::string out;

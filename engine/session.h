@@ -31,6 +31,8 @@ class Session {
   uint64_t model_fingerprint() const { return fingerprint_; }
   // Positions still free (MLA caches bound them; pure-KDA models are unbounded).
   int64_t room() const { return ctx_ - pos(); }
+  // RAM this state holds (what a snapshot of it costs).
+  uint64_t bytes() const;
 
   // Atomic (temporary file, fsync, rename). load() refuses a file written for another model or
   // another format version and leaves *this untouched on any error.

@@ -12,5 +12,7 @@ int cmd_eval(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_cachesim(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 
 }  // namespace waste::cli

@@ -16,6 +16,9 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"serve", waste::cli::cmd_serve,
+     "waste serve [MODEL] [--host H] [--port P] [--api-key K] [--budget B] [--ctx N] "
+     "[--config FILE] ... (waste serve --help lists every option)"},
     {"info", waste::cli::cmd_info, "waste info MODEL [--json] [--ctx N]"},
     {"verify", waste::cli::cmd_verify, "waste verify MODEL"},
     {"run", waste::cli::cmd_run,
@@ -26,6 +29,9 @@ const Command kCommands[] = {
      "waste eval MODEL (PROMPT | --ids 1,2,3) [--top-k K] [--json] [--dump-logits FILE] "
      "[--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
      "[--policy lru|lfru|lfu|lrfu] [--verify]"},
+    {"chat", waste::cli::cmd_chat,
+     "waste chat MODEL [--system TEXT] [-n N] [--temp T] [--seed S] [--no-thinking] [--threads N] "
+     "[--ctx N] [--budget B]"},
     {"plan", waste::cli::cmd_plan, "waste plan MODEL [--ctx N] [--budget B] [--json]"},
     {"bench", waste::cli::cmd_bench,
      "waste bench MODEL [--tokens N] [--prompt-tokens P] [--budget B] [--json] [--lookahead N] "

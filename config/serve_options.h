@@ -1,0 +1,49 @@
+// Every option of `waste serve`: its default, its environment variable and config-file key, and
+// its validation. Precedence: defaults < config file < environment < command line.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace waste {
+
+struct ServeOptions {
+  std::string model;  // empty: the built-in demo container
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::optional<uint64_t> budget;  // bytes; unset: the planner's default
+  int64_t ctx = 4096;
+  int threads = 0;
+  int chunk = 64;
+  int lookahead = 6;
+  int io_threads = 4;
+  size_t queue = 16;               // waiting requests beyond the running one
+  uint64_t max_body = 32u << 20;   // request body bytes
+  int64_t max_tokens = 0;          // cap on max_tokens (0: the context is the cap)
+  int64_t default_max_tokens = 4096;
+  uint64_t snapshot_bytes = 2ull << 30;
+  std::vector<std::string> cors;   // allowed origins; "*" for any
+  bool thinking = true;            // K3: thinking when the request does not say
+  std::string effort = "max";      // K3: thinking effort when the request does not say
+  bool allow_remote_images = false;
+  std::string model_name;          // id reported by /v1/models; default: the folder name
+  std::string log_level = "info";
+};
+
+// The table of options, for --help and the docs: flag, env, config key, description.
+struct OptionDoc {
+  std::string flag, env, key, help;
+};
+const std::vector<OptionDoc>& serve_option_docs();
+
+// Applies the sources in order. `args` are the words after "serve"; `env` maps variable names to
+// values (the caller passes the process environment). Throws UsageError naming the option, the
+// source and the problem.
+ServeOptions load_serve_options(const std::vector<std::string>& args,
+                                const std::map<std::string, std::string>& env);
+
+}  // namespace waste

@@ -1,0 +1,52 @@
+// The model family's chat conventions, chosen from the container: how a ChatRequest becomes
+// prompt tokens (and where its last complete message ends, for snapshots), which reply parser
+// reads the answer, and which tokens end a turn.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/container.h"
+#include "engine/rng.h"
+#include "engine/tokenizer.h"
+#include "prompt_templates/reply_parser.h"
+#include "prompt_templates/segments.h"
+
+namespace waste {
+
+enum class ChatFamily { kK3, kKimiLinear, kRaw };
+
+struct RenderedPrompt {
+  std::vector<int32_t> ids;
+  size_t boundary = 0;  // tokens up to the end of the last complete message (a snapshot point)
+  bool thinking = false;
+};
+
+struct ChatDefaults {
+  bool thinking = true;
+  std::string effort = "max";
+};
+
+class ChatFormat {
+ public:
+  ChatFormat(const Container& c, const Tokenizer& tok, ChatDefaults defaults);
+
+  ChatFamily family() const { return family_; }
+  const char* family_name() const;
+  // Throws UsageError naming the field the format cannot carry.
+  RenderedPrompt render(const ChatRequest& r) const;
+  std::unique_ptr<ReplyParser> parser(bool thinking, uint64_t seed) const;
+  // Ids that end the assistant's turn.
+  const std::vector<int32_t>& end_ids() const { return end_ids_; }
+
+ private:
+  std::vector<Segment> segments(const ChatRequest& r, bool generation_prompt) const;
+
+  const Tokenizer& tok_;
+  ChatFamily family_;
+  ChatDefaults defaults_;
+  std::vector<int32_t> end_ids_;
+};
+
+}  // namespace waste

@@ -1,0 +1,51 @@
+// Test support: a blocking HTTP/1.1 client on loopback and a daemon started as a child process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace waste::test {
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;                           // de-chunked
+  // Server-sent events: the data of each "data:" line, in order.
+  std::vector<std::string> events() const;
+};
+
+// One request on a fresh connection (Connection: close); reads the whole response.
+HttpResponse http_request(int port, const std::string& method, const std::string& path,
+                          const std::string& body = "",
+                          const std::map<std::string, std::string>& headers = {});
+
+// Opens a streaming request and closes the socket after `bytes` bytes of the response arrived
+// (a client that goes away mid-stream). Returns what was read.
+std::string http_request_then_hang_up(int port, const std::string& path, const std::string& body,
+                                      size_t bytes);
+
+// `waste serve ARGS...` as a child process; the port is read from its "listening on" log line.
+class Daemon {
+ public:
+  explicit Daemon(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env = {});
+  ~Daemon();  // SIGKILL if still running
+  int port() const { return port_; }
+  // Polls GET /health until 200 (or the timeout); returns whether it became ready.
+  bool wait_ready(double seconds = 30);
+  // Sends SIGTERM and waits; returns the exit status (or -1 on timeout).
+  int terminate(double seconds = 20);
+  const std::string& log();  // everything the daemon printed so far
+
+ private:
+  void drain(double seconds);
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+}  // namespace waste::test

@@ -1,0 +1,145 @@
+// Python-compatible JSON: every expected string below is what CPython 3's json.dumps(json.loads(x))
+// printed for the input (checked with python3 when the test was written).
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <string>
+
+#include "engine/error.h"
+#include "prompt_templates/python_json.h"
+
+namespace waste {
+namespace {
+
+std::string roundtrip(std::string_view json) {
+  return py_dumps(py_loads(json), {});
+}
+
+std::string compact_sorted(std::string_view json, bool ensure_ascii = false) {
+  return py_dumps(py_loads(json),
+                  {.sort_keys = true, .compact = true, .ensure_ascii = ensure_ascii});
+}
+
+TEST(PythonJson, FloatsAsRepr) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"0.1", "0.1"},
+      {"1e-7", "1e-07"},
+      {"1e21", "1e+21"},
+      {"-0.0", "-0.0"},
+      {"3.0", "3.0"},
+      {"1e-05", "1e-05"},
+      {"1.0", "1.0"},
+      {"100000000000000000000.0", "1e+20"},
+      {"1e16", "1e+16"},
+      {"1e15", "1000000000000000.0"},
+      {"0.0001", "0.0001"},
+      {"0.00001", "1e-05"},
+      {"123456789012345678.0", "1.2345678901234568e+17"},
+      {"5e-324", "5e-324"},
+      {"1e-320", "1e-320"},
+      {"1.7976931348623157e308", "1.7976931348623157e+308"},
+      {"1E2", "100.0"},
+      {"100e-2", "1.0"},
+      {"2.5e-3", "0.0025"},
+      {"-1.5E+10", "-15000000000.0"},
+      {"12345.678", "12345.678"},
+      {"1e22", "1e+22"},
+      {"9007199254740993.0", "9007199254740992.0"},
+      {"0.30000000000000004", "0.30000000000000004"},
+  };
+  for (const auto& [in, want] : cases) EXPECT_EQ(roundtrip(in), want) << in;
+}
+
+TEST(PythonJson, OutOfRangeFloatsBecomeInfinityOrZero) {
+  EXPECT_EQ(roundtrip("1e400"), "Infinity");
+  EXPECT_EQ(roundtrip("-1e400"), "-Infinity");
+  EXPECT_EQ(roundtrip("1e-400"), "0.0");
+  EXPECT_EQ(roundtrip("-1e-400"), "-0.0");
+  EXPECT_EQ(roundtrip("[NaN, Infinity, -Infinity]"), "[NaN, Infinity, -Infinity]");
+}
+
+TEST(PythonJson, IntsKeepEveryDigit) {
+  EXPECT_EQ(roundtrip("123456789012345678901234567890"), "123456789012345678901234567890");
+  EXPECT_EQ(roundtrip("-98765432109876543210987654321"), "-98765432109876543210987654321");
+  EXPECT_EQ(roundtrip("18446744073709551616"), "18446744073709551616");
+  EXPECT_EQ(roundtrip("-0"), "0");
+  EXPECT_EQ(roundtrip("-12"), "-12");
+  EXPECT_EQ(roundtrip("[1e2, 1.5, 10]"), "[100.0, 1.5, 10]");
+}
+
+TEST(PythonJson, NestedKeysSortedRecursively) {
+  EXPECT_EQ(compact_sorted(R"({"b":{"d":1,"c":[{"z":1,"y":2}]},"a":null})"),
+            R"({"a":null,"b":{"c":[{"y":2,"z":1}],"d":1}})");
+  // canonical_json is the encoder's deep sort + compact dump.
+  EXPECT_EQ(canonical_json(R"( {"b": [ {"d": 1, "c": 2} ], "a": 1.50} )"),
+            R"({"a":1.5,"b":[{"c":2,"d":1}]})");
+}
+
+TEST(PythonJson, UnicodeOrderAndEscaping) {
+  const char* in = R"({"é":"ü","z":1,"Z":2,"\ud83d\ude00":3,"\uffff":4,"a":"\u2028\u2029/\u007f"})";
+  // Keys sort by code point (so U+FFFF before U+1F600, unlike UTF-16 order).
+  EXPECT_EQ(compact_sorted(in, false),
+            "{\"Z\":2,\"a\":\"\u2028\u2029/\x7f\",\"z\":1,\"é\":\"ü\",\"\uffff\":4,\"😀\":3}");
+  EXPECT_EQ(
+      compact_sorted(in, true),
+      R"({"Z":2,"a":"\u2028\u2029/\u007f","z":1,"\u00e9":"\u00fc","\uffff":4,"\ud83d\ude00":3})");
+}
+
+TEST(PythonJson, StringEscapes) {
+  EXPECT_EQ(roundtrip(R"("\"\\\n\r\t\b\f\u0001\u001f\/x")"), R"("\"\\\n\r\t\b\f\u0001\u001f/x")");
+}
+
+TEST(PythonJson, DictSemanticsAndSeparators) {
+  // A repeated key keeps its first place and takes the last value.
+  EXPECT_EQ(roundtrip(R"({"a":1,"b":2,"a":3})"), R"({"a": 3, "b": 2})");
+  EXPECT_EQ(roundtrip(R"({"k": [1, {"x": "y"}], "e": {}, "l": []})"),
+            R"({"k": [1, {"x": "y"}], "e": {}, "l": []})");
+  // Many keys (the indexed path) behave the same.
+  std::string many = "{";
+  for (int i = 0; i < 40; i++) many += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  many += "\"k3\":\"last\"}";
+  PyJson v = py_loads(many);
+  ASSERT_EQ(v.members.size(), 40u);
+  EXPECT_EQ(v.members[3].key, "k3");
+  EXPECT_EQ(v.members[3].value.text, "last");
+}
+
+TEST(PythonJson, RejectsWhatPythonRejects) {
+  for (const char* bad : {"{", "[1,]", "{\"a\":1,}", "01", "1.", "-", "\"\\ud800\"", "\"\\udc00\"",
+                          "\"a\x01\"", "[1] x", "tru", "{'a':1}", "\"\\x\"", "+1", "\"\xff\""}) {
+    EXPECT_THROW(py_loads(bad), UsageError) << bad;
+  }
+  EXPECT_NO_THROW(py_loads(" \t\n[1]\r\n"));
+}
+
+TEST(PythonJson, ParseValueStopsAfterTheValue) {
+  std::string_view text = R"(  {"a": [1, 2]} trailing)";
+  std::size_t pos = 0;
+  std::optional<PyJson> v = py_parse_value(text, pos);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(text.substr(pos), " trailing");
+  pos = 0;
+  EXPECT_FALSE(py_parse_value("  ]", pos).has_value());
+}
+
+TEST(PythonJson, FromSimdjsonMatchesLoads) {
+  const char* doc =
+      R"({"b":[1,-2,18446744073709551615,-9223372036854775808,1.0,1e2,-0.0,-0,0.1],"a":{"é":true,"n":null,"s":"x\ny"},"b":"dup"})";
+  simdjson::dom::parser parser;
+  simdjson::dom::element root = parser.parse(std::string(doc)).value();
+  const PyDumpStyle style{.sort_keys = true, .compact = false, .ensure_ascii = true};
+  EXPECT_EQ(py_dumps(py_from_dom(root), style), py_dumps(py_loads(doc), style));
+}
+
+TEST(PythonJson, FloatTextDirectly) {
+  EXPECT_EQ(py_float_text(0.0), "0.0");
+  EXPECT_EQ(py_float_text(-0.0), "-0.0");
+  EXPECT_EQ(py_float_text(1e16), "1e+16");
+  EXPECT_EQ(py_float_text(9999999999999998.0), "9999999999999998.0");
+  EXPECT_EQ(py_float_text(1.5e300), "1.5e+300");
+  EXPECT_EQ(py_float_text(-2.5e-5), "-2.5e-05");
+}
+
+}  // namespace
+}  // namespace waste

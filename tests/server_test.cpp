@@ -1,0 +1,287 @@
+// End-to-end: the real daemon on synthetic containers, driven over HTTP on loopback.
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+#include <list>
+#include <thread>
+
+#include "engine/synth.h"
+#include "tests/http_client.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Daemon;
+using test::http_request;
+using test::HttpResponse;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    write_synthetic(dir_->path() / "kl.waste", {Arch::kKimiLinear, "tiny", 5});
+    write_synthetic(dir_->path() / "k3.waste", {Arch::kK3, "tiny", 5});
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  // A request that runs long: <|im_end|> is banned, so the random model cannot stop early.
+  static std::string long_request(int max_tokens, bool stream) {
+    std::string specials = test::read_file(dir_->path() / "kl.waste" / "specials.json");
+    size_t at = specials.find("<|im_end|>");
+    size_t id_at = specials.rfind("\"id\": ", at) + 6;
+    std::string id = specials.substr(id_at, specials.find(',', id_at) - id_at);
+    return R"({"messages":[{"role":"user","content":"go"}],"temperature":1,"seed":3,"max_tokens":)" +
+           std::to_string(max_tokens) + R"(,"logit_bias":{")" + id + R"(":-100},"stream":)" +
+           (stream ? "true" : "false") + "}";
+  }
+  static std::string kl() { return (dir_->path() / "kl.waste").string(); }
+  static std::string k3() { return (dir_->path() / "k3.waste").string(); }
+
+  static std::unique_ptr<Daemon> start(std::vector<std::string> args,
+                                       std::map<std::string, std::string> env = {}) {
+    args.insert(args.end(), {"--port", "0", "--threads", "2"});
+    auto d = std::make_unique<Daemon>(args, env);
+    EXPECT_TRUE(d->wait_ready()) << d->log();
+    return d;
+  }
+
+  simdjson::dom::element parse(const std::string& s) {
+    docs_.emplace_back(s);
+    return parser_.emplace_back().parse(docs_.back()).value();
+  }
+
+  static test::TempDir* dir_;
+  std::list<simdjson::padded_string> docs_;
+  std::list<simdjson::dom::parser> parser_;
+};
+test::TempDir* ServerTest::dir_ = nullptr;
+
+const char* kHello =
+    R"({"messages":[{"role":"user","content":"hello world"}],"max_tokens":8,"temperature":0})";
+
+std::string_view str(simdjson::dom::element e) { return e.get_string().value(); }
+
+TEST_F(ServerTest, ChatCompletionNonStreamingAndStreamingAgree) {
+  auto d = start({kl()});
+  HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", kHello);
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = parse(r.body);
+  EXPECT_EQ(str(j["object"]), "chat.completion");
+  EXPECT_EQ(str(j["choices"].at(0)["message"]["role"]), "assistant");
+  std::string content(str(j["choices"].at(0)["message"]["content"]));
+  EXPECT_EQ(str(j["choices"].at(0)["finish_reason"]), "length");
+  EXPECT_GT(int64_t(j["usage"]["prompt_tokens"]), 3);
+  EXPECT_EQ(int64_t(j["usage"]["completion_tokens"]), 8);
+  EXPECT_EQ(int64_t(j["usage"]["prompt_tokens_details"]["cached_tokens"]), 0);
+
+  std::string body = std::string(kHello);
+  body.insert(1, R"("stream":true,"stream_options":{"include_usage":true},)");
+  HttpResponse s = http_request(d->port(), "POST", "/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_EQ(s.headers["content-type"].rfind("text/event-stream", 0), 0u);
+  auto ev = s.events();
+  ASSERT_GE(ev.size(), 4u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  EXPECT_EQ(str(parse(ev[0])["choices"].at(0)["delta"]["role"]), "assistant");
+  std::string streamed;
+  for (size_t i = 1; i + 3 < ev.size(); i++) {
+    auto c = parse(ev[i]);
+    simdjson::dom::element delta = c["choices"].at(0)["delta"];
+    if (delta["content"].error() == simdjson::SUCCESS) streamed += str(delta["content"]);
+  }
+  EXPECT_EQ(streamed, content);
+  auto fin = parse(ev[ev.size() - 3]);
+  EXPECT_EQ(str(fin["choices"].at(0)["finish_reason"]), "length");
+  auto usage = parse(ev[ev.size() - 2]);
+  EXPECT_EQ(usage["choices"].get_array().value().size(), 0u);
+  EXPECT_EQ(int64_t(usage["usage"]["completion_tokens"]), 8);
+  EXPECT_EQ(d->terminate(), 0) << d->log();
+  EXPECT_NE(d->log().find("tokens in"), std::string::npos);  // one log line per request
+}
+
+TEST_F(ServerTest, CompletionsModelsHealthAndMetrics) {
+  auto d = start({kl(), "--model-name", "tiny-kl"});
+  HttpResponse m = http_request(d->port(), "GET", "/v1/models");
+  ASSERT_EQ(m.status, 200);
+  auto mj = parse(m.body);
+  EXPECT_EQ(str(mj["data"].at(0)["id"]), "tiny-kl");
+  EXPECT_EQ(int64_t(mj["data"].at(0)["context_length"]), 4096);
+  EXPECT_EQ(str(mj["data"].at(0)["owned_by"]), "waste");
+  HttpResponse c = http_request(d->port(), "POST", "/v1/completions",
+                                R"({"model":"tiny-kl","prompt":"the model","max_tokens":5})");
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(str(parse(c.body)["object"]), "text_completion");
+  HttpResponse h = http_request(d->port(), "GET", "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(str(parse(h.body)["status"]), "ok");
+  HttpResponse mt = http_request(d->port(), "GET", "/metrics");
+  EXPECT_EQ(mt.status, 200);
+  for (const char* name : {"waste_ready 1", "waste_requests_total 1", "waste_completion_tokens_total 5",
+                           "waste_expert_cache_misses_total", "waste_queue_depth 0"})
+    EXPECT_NE(mt.body.find(name), std::string::npos) << name << "\n" << mt.body;
+}
+
+TEST_F(ServerTest, ErrorsHaveOpenAIShapeAndStatus) {
+  auto d = start({kl(), "--ctx", "64", "--max-body", "4K", "--model-name", "m"});
+  struct Case {
+    std::string body;
+    int status;
+    const char* fragment;
+  };
+  std::string long_prompt(400, 'x');
+  for (size_t i = 0; i < long_prompt.size(); i += 2) long_prompt[i] = ' ';
+  const Case cases[] = {
+      {"{not json", 400, "not valid JSON"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400, "\"param\":\"temperature\""},
+      {R"({"messages":[{"role":"wizard","content":"hi"}]})", 400, "messages[0].role"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"n":2})", 400, "\"param\":\"n\""},
+      {R"({"model":"gpt-4","messages":[{"role":"user","content":"hi"}]})", 404, "model_not_found"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1000})", 400, "context_length_exceeded"},
+      {R"({"messages":[{"role":"user","content":")" + long_prompt + R"("}]})", 400, "context_length_exceeded"},
+      {std::string(5000, ' '), 413, "error"},
+  };
+  for (const Case& k : cases) {
+    HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", k.body);
+    EXPECT_EQ(r.status, k.status) << k.body.substr(0, 80) << " -> " << r.body;
+    EXPECT_NE(r.body.find(k.fragment), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("\"error\""), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(http_request(d->port(), "GET", "/v1/nothing").status, 404);
+  EXPECT_EQ(http_request(d->port(), "GET", "/v1/chat/completions").status, 405);
+}
+
+TEST_F(ServerTest, ApiKeyGuardsV1ButNotHealth) {
+  auto d = start({kl()}, {{"WASTE_API_KEY", "sekret"}});
+  EXPECT_EQ(http_request(d->port(), "GET", "/v1/models").status, 401);
+  EXPECT_EQ(http_request(d->port(), "GET", "/v1/models", "", {{"Authorization", "Bearer nope"}}).status, 401);
+  EXPECT_EQ(http_request(d->port(), "GET", "/v1/models", "", {{"Authorization", "Bearer sekret"}}).status, 200);
+  EXPECT_EQ(http_request(d->port(), "GET", "/health").status, 200);
+}
+
+TEST_F(ServerTest, FullQueueAnswers429WithRetryAfter) {
+  auto d = start({kl(), "--queue", "0"});
+  int slow_status = 0;
+  std::thread slow([&] {
+    slow_status = http_request(d->port(), "POST", "/v1/chat/completions", long_request(4000, false)).status;
+  });
+  bool busy = false;
+  for (int i = 0; i < 300 && !busy; i++) {
+    busy = http_request(d->port(), "GET", "/health").body.find("\"busy\":true") != std::string::npos;
+    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(busy);
+  HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", kHello);
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_FALSE(r.headers["retry-after"].empty());
+  // /health, /v1/models and /metrics answer while the engine is busy.
+  EXPECT_EQ(http_request(d->port(), "GET", "/v1/models").status, 200);
+  EXPECT_EQ(http_request(d->port(), "GET", "/metrics").status, 200);
+  slow.join();
+  EXPECT_EQ(slow_status, 200);
+}
+
+TEST_F(ServerTest, ClientThatHangsUpCancelsItsRequest) {
+  auto d = start({kl()});
+  std::string got =
+      test::http_request_then_hang_up(d->port(), "/v1/chat/completions", long_request(4000, true), 300);
+  EXPECT_NE(got.find("data: "), std::string::npos);
+  bool cancelled = false;
+  for (int i = 0; i < 300 && !cancelled; i++) {
+    cancelled = http_request(d->port(), "GET", "/metrics").body.find("waste_requests_cancelled_total 1") !=
+                std::string::npos;
+    if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(cancelled);
+  EXPECT_NE(d->log().find("cancelled: client gone"), std::string::npos) << d->log();
+  EXPECT_EQ(http_request(d->port(), "POST", "/v1/chat/completions", kHello).status, 200);
+}
+
+TEST_F(ServerTest, ConcurrentClientsAllGetAnswers) {
+  auto d = start({kl()});
+  std::vector<int> status(4);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 4; i++)
+    ts.emplace_back([&, i] { status[i] = http_request(d->port(), "POST", "/v1/chat/completions", kHello).status; });
+  for (auto& t : ts) t.join();
+  for (int s : status) EXPECT_EQ(s, 200);
+}
+
+TEST_F(ServerTest, K3ThinkingOnGoesToReasoningOffToContent) {
+  auto d = start({k3()});
+  HttpResponse on = http_request(d->port(), "POST", "/v1/chat/completions", kHello);
+  ASSERT_EQ(on.status, 200) << on.body;
+  auto m = parse(on.body)["choices"].at(0)["message"];
+  EXPECT_FALSE(str(m["reasoning_content"]).empty()) << on.body;
+  std::string off_body =
+      R"({"messages":[{"role":"user","content":"hello world"}],"max_tokens":8,"temperature":0,"thinking":{"type":"disabled"}})";
+  HttpResponse off = http_request(d->port(), "POST", "/v1/chat/completions", off_body);
+  ASSERT_EQ(off.status, 200) << off.body;
+  auto mo = parse(off.body)["choices"].at(0)["message"];
+  EXPECT_NE(mo["reasoning_content"].error(), simdjson::SUCCESS) << off.body;
+}
+
+TEST_F(ServerTest, SecondTurnReusesThePrefixAndMatchesAColdRun) {
+  auto warm = start({kl()});
+  HttpResponse t1 = http_request(warm->port(), "POST", "/v1/chat/completions", kHello);
+  ASSERT_EQ(t1.status, 200);
+  std::string reply(str(parse(t1.body)["choices"].at(0)["message"]["content"]));
+  std::string turn2 = R"({"messages":[{"role":"user","content":"hello world"},{"role":"assistant","content":)";
+  turn2 += "\"\"";  // the reply's text is noise; any assistant text makes a second turn
+  turn2 += R"(},{"role":"user","content":"and again"}],"max_tokens":8,"temperature":0})";
+  HttpResponse t2 = http_request(warm->port(), "POST", "/v1/chat/completions", turn2);
+  ASSERT_EQ(t2.status, 200) << t2.body;
+  auto j2 = parse(t2.body);
+  int64_t cached = j2["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(cached, 3);
+  EXPECT_LT(cached, int64_t(j2["usage"]["prompt_tokens"]));
+  auto cold = start({kl()});
+  HttpResponse c2 = http_request(cold->port(), "POST", "/v1/chat/completions", turn2);
+  ASSERT_EQ(c2.status, 200);
+  auto jc = parse(c2.body);
+  EXPECT_EQ(int64_t(jc["usage"]["prompt_tokens_details"]["cached_tokens"]), 0);
+  EXPECT_EQ(str(jc["choices"].at(0)["message"]["content"]), str(j2["choices"].at(0)["message"]["content"]));
+  (void)reply;
+}
+
+TEST_F(ServerTest, EngineFailureMidStreamEndsTheStreamCleanly) {
+  test::TempDir d;
+  fs::path m = d / "m.waste";
+  fs::copy(kl(), m, fs::copy_options::recursive);
+  auto daemon = start({m.string(), "--lookahead", "0"});
+  for (const auto& e : fs::directory_iterator(m))  // every bank now fails its header check
+    if (e.path().filename().string().rfind("experts-L", 0) == 0) {
+      auto size = fs::file_size(e.path());
+      std::ofstream(e.path(), std::ios::binary | std::ios::trunc) << std::string(size, '\0');
+    }
+  std::string body = std::string(kHello);
+  body.insert(1, R"("stream":true,)");
+  HttpResponse r = http_request(daemon->port(), "POST", "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200);
+  auto ev = r.events();
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  EXPECT_NE(ev[ev.size() - 2].find("\"error\""), std::string::npos) << r.body;
+  EXPECT_NE(ev[ev.size() - 2].find("of layer"), std::string::npos) << r.body;
+  EXPECT_EQ(http_request(daemon->port(), "GET", "/health").status, 200);
+  HttpResponse plain = http_request(daemon->port(), "POST", "/v1/chat/completions", kHello);
+  EXPECT_EQ(plain.status, 500) << plain.body;
+}
+
+TEST_F(ServerTest, BadOptionsAreRefusedAtStart) {
+  std::string out;
+  EXPECT_EQ(test::run_command(test::waste_binary().string() + " serve --port 99999", &out), 2);
+  EXPECT_NE(out.find("--port"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(test::waste_binary().string() + " serve --frobnicate 1", &out), 2);
+  EXPECT_NE(out.find("unknown option --frobnicate"), std::string::npos) << out;
+  test::TempDir d;
+  test::write_file(d / "c.json", R"({"port": 8123, "colour": "blue"})");
+  EXPECT_EQ(test::run_command(test::waste_binary().string() + " serve --config " + (d / "c.json").string(), &out), 2);
+  EXPECT_NE(out.find("unknown option 'colour'"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace waste
