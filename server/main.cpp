@@ -32,6 +32,11 @@ const Command kCommands[] = {
     {"chat", waste::cli::cmd_chat,
      "waste chat MODEL [--system TEXT] [-n N] [--temp T] [--seed S] [--no-thinking] [--threads N] "
      "[--ctx N] [--budget B]"},
+    {"tokenize", waste::cli::cmd_tokenize,
+     "waste tokenize (MODEL | --tokenizer FILE [--specials FILE]) TEXT [--json]   (TEXT - reads stdin)"},
+    {"render", waste::cli::cmd_render,
+     "waste render (MODEL | --tokenizer FILE [--specials FILE]) [--no-thinking] [--effort E] "
+     "[--no-generation-prompt] < request.json"},
     {"plan", waste::cli::cmd_plan, "waste plan MODEL [--ctx N] [--budget B] [--json]"},
     {"bench", waste::cli::cmd_bench,
      "waste bench MODEL [--tokens N] [--prompt-tokens P] [--budget B] [--json] [--lookahead N] "
