@@ -271,6 +271,15 @@ TEST_F(ServerTest, EngineFailureMidStreamEndsTheStreamCleanly) {
   EXPECT_EQ(plain.status, 500) << plain.body;
 }
 
+TEST_F(ServerTest, OfficialOpenAINodeSdkChatsStreamsAndSendsTools) {
+  auto d = start({k3(), "--api-key", "test-key"});
+  std::string out;
+  std::string cmd = "node " + (test::source_dir() / "tests/e2e/openai_sdk.mjs").string() +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
+  EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
+  EXPECT_NE(out.find("openai sdk: ok"), std::string::npos) << out;
+}
+
 TEST_F(ServerTest, BadOptionsAreRefusedAtStart) {
   std::string out;
   EXPECT_EQ(test::run_command(test::waste_binary().string() + " serve --port 99999", &out), 2);
