@@ -25,6 +25,7 @@ struct Header {
 
 template <typename T>
 void put(std::string* out, const T* p, size_t n) {
+  if (n == 0) return;  // empty vectors may hand out a null pointer
   out->append(reinterpret_cast<const char*>(p), n * sizeof(T));
 }
 
@@ -32,7 +33,8 @@ class Reader {
  public:
   Reader(const std::string& b, const std::string& where) : b_(b), where_(where) {}
   template <typename T>
-  void get(T* p, size_t n, const char* what) {
+ void get(T* p, size_t n, const char* what) {
+    if (n == 0) return;
     if (n > (b_.size() - at_) / sizeof(T))
       fail("{}: truncated while reading {} (file is {} bytes)", where_, what, b_.size());
     std::memcpy(p, b_.data() + at_, n * sizeof(T));

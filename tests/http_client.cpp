@@ -32,7 +32,7 @@ int connect_loopback(int port) {
     close(fd);
     throw std::runtime_error("cannot connect to 127.0.0.1:" + std::to_string(port));
   }
-  timeval tv{60, 0};
+  timeval tv{300, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   return fd;
 }

@@ -166,7 +166,7 @@ TEST_F(ServerTest, FullQueueAnswers429WithRetryAfter) {
   auto d = start({kl(), "--queue", "0"});
   int slow_status = 0;
   std::thread slow([&] {
-    slow_status = http_request(d->port(), "POST", "/v1/chat/completions", long_request(4000, false)).status;
+    slow_status = http_request(d->port(), "POST", "/v1/chat/completions", long_request(1500, false)).status;
   });
   bool busy = false;
   for (int i = 0; i < 300 && !busy; i++) {

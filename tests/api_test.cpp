@@ -1,0 +1,63 @@
+// The daemon's routes before the model is ready: readiness is reported, work is refused with
+// 503 and Retry-After, and nothing blocks.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "server/api.h"
+#include "server/http.h"
+#include "tests/http_client.h"
+
+namespace waste {
+namespace {
+
+TEST(Api, ReportsLoadingAndRefusesWorkUntilReady) {
+  http::Options ho;
+  ho.port = 0;
+  http::Server server(ho);
+  ServeOptions so;
+  so.model = "/nonexistent.waste";
+  Api api(so);  // never asked to load
+  api.register_routes(server);
+  server.start();
+  test::HttpResponse h = test::http_request(server.port(), "GET", "/health");
+  EXPECT_EQ(h.status, 503);
+  EXPECT_NE(h.body.find("\"status\":\"loading\""), std::string::npos) << h.body;
+  EXPECT_FALSE(h.headers["retry-after"].empty());
+  test::HttpResponse m = test::http_request(server.port(), "GET", "/v1/models");
+  EXPECT_EQ(m.status, 503);
+  EXPECT_NE(m.body.find("model_loading"), std::string::npos) << m.body;
+  test::HttpResponse c = test::http_request(server.port(), "POST", "/v1/chat/completions",
+                                            R"({"messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(c.status, 503);
+  test::HttpResponse metrics = test::http_request(server.port(), "GET", "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("waste_ready 0"), std::string::npos) << metrics.body;
+  server.stop();
+  server.wait();
+}
+
+TEST(Api, AFailedLoadIsReportedByHealth) {
+  http::Options ho;
+  ho.port = 0;
+  http::Server server(ho);
+  ServeOptions so;
+  so.model = "/nonexistent.waste";
+  Api api(so);
+  api.register_routes(server);
+  server.start();
+  std::promise<std::string> failed;
+  api.start_loading([&](const std::string& why) { failed.set_value(why); });
+  auto f = failed.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_NE(f.get().find("/nonexistent.waste"), std::string::npos);
+  test::HttpResponse h = test::http_request(server.port(), "GET", "/health");
+  EXPECT_EQ(h.status, 503);
+  EXPECT_NE(h.body.find("\"status\":\"error\""), std::string::npos) << h.body;
+  EXPECT_NE(h.body.find("not a container directory"), std::string::npos) << h.body;
+  server.stop();
+  server.wait();
+}
+
+}  // namespace
+}  // namespace waste
