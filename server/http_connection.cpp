@@ -4,10 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
+#include <cctype>
 #include <ctime>
 #include <string_view>
 
@@ -17,12 +17,13 @@ namespace bhttp = beast::http;
 
 namespace {
 
-// While a response is produced the socket is read only to notice the client leaving; bytes a
-// pipelining client sends meanwhile are kept for the next request, up to this much.
+// While a response is produced the socket is read only to notice the client leaving; bytes
+// that arrive instead are the start of the next request and stay in the buffer.
 constexpr size_t kPeekChunk = 16 * 1024;
-constexpr size_t kPeekLimit = 64 * 1024;
 
-std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
+std::string_view sv(beast::string_view s) {
+  return {s.data(), s.size()};
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -30,7 +31,9 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-bool iequals(std::string_view a, std::string_view b) { return lower(a) == lower(b); }
+bool iequals(std::string_view a, std::string_view b) {
+  return lower(a) == lower(b);
+}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -127,7 +130,9 @@ const std::string* header(const Request& r, const char* name) {
   return it == r.headers.end() ? nullptr : &it->second;
 }
 
-void disarm(net::steady_timer& t) { t.expires_at(net::steady_timer::time_point::max()); }
+void disarm(net::steady_timer& t) {
+  t.expires_at(net::steady_timer::time_point::max());
+}
 
 const char* kJson = "application/json";
 
@@ -189,10 +194,9 @@ class Writer final : public ResponseWriter {
   }
 
   bool start_events() override {
-    return submit(State::kNone, State::kStreaming, 0,
-                  [](Connection& c, const std::shared_ptr<Exchange>& ex) {
-                    c.on_events_start(ex);
-                  });
+    return submit(
+        State::kNone, State::kStreaming, 0,
+        [](Connection& c, const std::shared_ptr<Exchange>& ex) { c.on_events_start(ex); });
   }
 
   bool event(const std::string& data) override { return stream_text(sse_text("data: ", data)); }
@@ -227,11 +231,11 @@ class Writer final : public ResponseWriter {
   bool stream_text(std::string text) {
     if (!wait_for_room()) return false;
     const size_t credit = text.size();
-    return submit(State::kStreaming, State::kStreaming, credit,
-                  [t = std::move(text)](Connection& c,
-                                        const std::shared_ptr<Exchange>& ex) mutable {
-                    c.on_event(ex, std::move(t));
-                  });
+    return submit(
+        State::kStreaming, State::kStreaming, credit,
+        [t = std::move(text)](Connection& c, const std::shared_ptr<Exchange>& ex) mutable {
+          c.on_event(ex, std::move(t));
+        });
   }
 
   // Backpressure: a producer thread waits while the client is behind. An I/O thread never
@@ -338,10 +342,9 @@ void Connection::read_request() {
   parser_->body_limit(shared_->opt.max_body_bytes);
   parser_->header_limit(kHeaderLimit);
   arm(read_timer_, kReadTimeout);
-  bhttp::async_read_header(socket_, buffer_, *parser_,
-                           [self = shared_from_this()](beast::error_code ec, size_t) {
-                             self->on_header(ec);
-                           });
+  bhttp::async_read_header(
+      socket_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
 }
 
 void Connection::on_header(beast::error_code ec) {
@@ -373,10 +376,9 @@ void Connection::on_read_error(beast::error_code ec) {
   }
   if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow)
     return refuse(431, "request header fields are too large", "");
-  const bool parse_error = ec.category() == bhttp::make_error_code(bhttp::error::bad_method)
-                                                .category() &&
-                           ec != bhttp::error::end_of_stream &&
-                           ec != bhttp::error::partial_message;
+  const bool parse_error =
+      ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
+      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message;
   if (parse_error) return refuse(400, "malformed HTTP request: " + ec.message(), "");
   close_now();  // the client left or the socket failed: nobody to answer
 }
@@ -389,15 +391,14 @@ void Connection::refuse(int status, const std::string& message, const std::strin
   status_ = status;
   started_ = std::chrono::steady_clock::now();
   cors_headers_.clear();
-  if (parser_ && parser_->is_header_done()) {
+  if (parser_ && parser_->got_some()) {  // a refused request's header may be partly parsed
     const auto& req = parser_->get();
     request_.method = std::string(sv(req.method_string()));
     request_.path = std::string(sv(req.target()));
     const std::string origin(sv(req[bhttp::field::origin]));
     if (!shared_->opt.cors_origins.empty()) {
       cors_headers_ = "Vary: Origin\r\n";
-      if (!origin.empty() && origin_allowed(shared_->opt, origin) &&
-          is_header_value(origin))
+      if (!origin.empty() && origin_allowed(shared_->opt, origin) && is_header_value(origin))
         cors_headers_ += fmt::format("Access-Control-Allow-Origin: {}\r\n", origin);
     }
   }
@@ -446,8 +447,9 @@ void Connection::dispatch() {
 
   exchange_ = std::make_shared<Exchange>();
   // Keep a read pending so that closed() turns true as soon as the client leaves, even
-  // while the handler is still working and nothing is being written.
-  if (!peer_read_pending_ && buffer_.size() < kPeekLimit) watch_peer();
+  // while the handler is still working and nothing is being written. A client that has
+  // already sent its next request is still there and is not watched.
+  if (buffer_.size() == 0) watch_peer();
   route(std::make_shared<Writer>(weak_from_this(), exchange_, shared_));
 }
 
@@ -507,11 +509,11 @@ void Connection::route(const std::shared_ptr<Writer>& w) {
   if (method_it == path_it->second.end()) {
     std::string allow;
     for (const auto& [m, h] : path_it->second) allow += (allow.empty() ? "" : ", ") + m;
-    w->send(405, kJson,
-            error_body(fmt::format("Method {} is not allowed on {}; use {}", r.method, r.path,
-                                   allow),
-                       "invalid_request_error", "", "method_not_allowed"),
-            {{"Allow", allow}});
+    w->send(
+        405, kJson,
+        error_body(fmt::format("Method {} is not allowed on {}; use {}", r.method, r.path, allow),
+                   "invalid_request_error", "", "method_not_allowed"),
+        {{"Allow", allow}});
     return;
   }
 
@@ -528,24 +530,23 @@ void Connection::route(const std::shared_ptr<Writer>& w) {
 
 void Connection::watch_peer() {
   peer_read_pending_ = true;
-  socket_.async_read_some(buffer_.prepare(kPeekChunk),
-                          [self = shared_from_this()](beast::error_code ec, size_t n) {
-                            self->on_peer_read(ec, n);
-                          });
+  socket_.async_read_some(
+      buffer_.prepare(kPeekChunk),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_peer_read(ec, n); });
 }
 
 void Connection::on_peer_read(beast::error_code ec, size_t n) {
   peer_read_pending_ = false;
   if (phase_ == Phase::kClosed) return;
   if (ec) {
-    if (phase_ == Phase::kResponding)
-      spdlog::debug("http {} left during {} {}", remote_, request_.method, request_.path);
+    if (phase_ == Phase::kResponding) log_request("client left");
     return close_now();  // EOF or reset: the client is gone
   }
   buffer_.commit(n);
   switch (phase_) {
     case Phase::kResponding:
-      if (buffer_.size() < kPeekLimit) watch_peer();
+      // The next request has begun: the client is present, and response_done() must find
+      // no read pending so that it can parse what is buffered.
       return;
     case Phase::kClosing:
       buffer_.consume(buffer_.size());
@@ -649,15 +650,22 @@ void Connection::on_written(beast::error_code ec) {
   if (ended) response_done();
 }
 
-void Connection::response_done() {
+// Debug level only: the engine logs the request line that matters.
+void Connection::log_request(const char* note) const {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
           .count();
-  spdlog::debug("http {} \"{} {}\" {} {}B {:.1f}ms", remote_, request_.method, request_.path,
-                status_, bytes_out_, ms);
+  spdlog::debug("http {} \"{} {}\" {} {}B {:.1f}ms{}{}", remote_, request_.method, request_.path,
+                status_, bytes_out_, ms, *note ? " " : "", note);
+}
+
+void Connection::response_done() {
+  log_request("");
   exchange_.reset();  // the writer keeps its own reference and now refuses further calls
   request_ = Request{};
-  if (!keep_alive_ || shared_->stopping) return linger_close();
+  // Stopping: request_stop() may have run while this response was still being written.
+  if (shared_->stopping) return close_now();
+  if (!keep_alive_) return linger_close();
   phase_ = Phase::kReading;
   if (peer_read_pending_) {
     // The pending read will start the next request when bytes come; until then the

@@ -55,7 +55,7 @@ using RouteTable = std::map<std::string, std::map<std::string, Handler>>;
 // it outlives the io_context and anything a handler thread keeps.
 struct ServerShared {
   Options opt;
-  RouteTable routes;                     // fixed once serving
+  RouteTable routes;                        // fixed once serving
   std::vector<std::thread::id> io_threads;  // fixed once serving
   std::atomic<bool> stopping{false};
 
@@ -106,6 +106,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start();
   void request_stop();  // close when idle, or once the current response is written
   void force_close();
+  // Closes on the calling thread; only for stop(), once no thread runs the io_context.
+  void close_stopped() { close_now(); }
 
   net::any_io_executor executor() { return socket_.get_executor(); }
 
@@ -142,6 +144,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write_next();
   void on_written(beast::error_code ec);
   void response_done();
+  void log_request(const char* note) const;
   void refuse(int status, const std::string& message, const std::string& code);
   void linger_close();
   void close_now();

@@ -173,6 +173,9 @@ void Server::Impl::stop() {
   ioc->stop();
   for (std::thread& t : threads) t.join();
   threads.clear();
+  // A connection whose close was still queued when the threads stopped: release its
+  // producers now rather than when the io_context is destroyed.
+  for (const auto& c : live()) c->close_stopped();
   {
     std::unique_lock gate(shared->gate_mutex);
     shared->gate_open = false;
@@ -222,9 +225,13 @@ void Server::start() {
   m.ready->count_down();
 }
 
-int Server::port() const { return impl_->port; }
+int Server::port() const {
+  return impl_->port;
+}
 
-void Server::stop() { impl_->stop(); }
+void Server::stop() {
+  impl_->stop();
+}
 
 void Server::wait() {
   std::unique_lock lk(impl_->state_mutex);

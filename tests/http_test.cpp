@@ -1,0 +1,792 @@
+// The HTTP layer (server/http.h) driven over real sockets on 127.0.0.1: routing, limits, auth,
+// CORS, server-sent events written from other threads, disconnects, keep-alive and stop().
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <simdjson.h>
+
+#include <atomic>
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/http.h"
+
+namespace waste::http {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+namespace bhttp = boost::beast::http;
+using Response = bhttp::response<bhttp::string_body>;
+
+constexpr auto kWait = 5s;  // the most any single read in these tests may take
+
+std::string field(const Response& r, const char* name) {
+  auto it = r.find(name);
+  return it == r.end() ? std::string() : std::string(it->value().data(), it->value().size());
+}
+
+// A blocking TCP client with deadlines on every read, so that no test can hang.
+class Client {
+ public:
+  explicit Client(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Client() { close(); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  bool connected() const { return connected_; }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  bool send(std::string_view s) {
+    while (!s.empty()) {
+      const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      s.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  // Appends whatever arrives before `deadline` to buf; false on timeout, EOF or error.
+  bool recv_some(Clock::time_point deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 || eof_) return false;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char tmp[65536];
+    const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+    if (n <= 0) {
+      eof_ = true;
+      return false;
+    }
+    buf.append(tmp, static_cast<size_t>(n));
+    return true;
+  }
+
+  bool read_until(std::string_view needle, std::chrono::milliseconds timeout = kWait) {
+    const auto deadline = Clock::now() + timeout;
+    while (buf.find(needle) == std::string::npos)
+      if (!recv_some(deadline)) return false;
+    return true;
+  }
+
+  // Reads one complete response off the connection (leaving any bytes after it in buf).
+  std::optional<Response> read_response(std::chrono::milliseconds timeout = kWait) {
+    const auto deadline = Clock::now() + timeout;
+    bhttp::response_parser<bhttp::string_body> p;
+    p.body_limit(256u << 20);
+    p.eager(true);
+    for (;;) {
+      while (!buf.empty() && !p.is_done()) {
+        boost::beast::error_code ec;
+        const size_t used = p.put(boost::asio::buffer(buf), ec);
+        buf.erase(0, used);
+        if (ec == bhttp::error::need_more) break;
+        if (ec) return std::nullopt;
+      }
+      if (p.is_done()) return p.release();
+      if (!recv_some(deadline)) {
+        if (!eof_) return std::nullopt;
+        boost::beast::error_code ec;
+        p.put_eof(ec);
+        if (!ec && p.is_done()) return p.release();
+        return std::nullopt;
+      }
+    }
+  }
+
+  // True once the server has closed the connection (within the timeout).
+  bool wait_closed(std::chrono::milliseconds timeout = kWait) {
+    const auto deadline = Clock::now() + timeout;
+    while (!eof_)
+      if (!recv_some(deadline) && !eof_) return false;
+    return true;
+  }
+
+  std::optional<Response> request(const std::string& method, const std::string& target,
+                                  const std::string& body = "", const std::string& headers = "") {
+    std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers;
+    if (!body.empty() || method == "POST")
+      req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    req += "\r\n" + body;
+    if (!send(req)) return std::nullopt;
+    return read_response();
+  }
+
+  std::string buf;
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  bool eof_ = false;
+};
+
+int status_of(const std::optional<Response>& r) {
+  return r ? static_cast<int>(r->result_int()) : -1;
+}
+
+struct ErrorFields {
+  std::string message, type, code;
+  bool param_null = false;
+};
+
+std::optional<ErrorFields> parse_error(const std::string& body) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  if (p.parse(body).get(e)) return std::nullopt;
+  simdjson::dom::element err;
+  if (e["error"].get(err)) return std::nullopt;
+  ErrorFields f;
+  std::string_view s;
+  if (!err["message"].get(s)) f.message = s;
+  if (!err["type"].get(s)) f.type = s;
+  if (!err["code"].get(s)) f.code = s;
+  f.param_null = err["param"].is_null();
+  return f;
+}
+
+// Polls `pred` for up to `timeout`; the tests' only waiting loop on shared state.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = kWait) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+class HttpTest : public ::testing::Test {
+ public:
+  static Options options() {
+    Options o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.io_threads = 2;
+    return o;
+  }
+
+ protected:
+  void start(Options o = options()) {
+    server_ = std::make_unique<Server>(std::move(o));
+    add_routes();
+    server_->start();
+    port_ = server_->port();
+    ASSERT_GT(port_, 0);
+  }
+
+  void TearDown() override {
+    server_.reset();
+    std::lock_guard lk(mutex_);
+    for (std::thread& t : workers_) t.join();
+  }
+
+  // Handlers must not block an I/O thread, so the streaming ones hand off to a worker, as
+  // the engine will.
+  void spawn(std::function<void()> fn) {
+    std::lock_guard lk(mutex_);
+    workers_.emplace_back(std::move(fn));
+  }
+
+  void add_routes() {
+    Server& s = *server_;
+    s.route("GET", "/health", [](const Request&, std::shared_ptr<ResponseWriter> w) {
+      w->send(200, "application/json", R"({"status":"ok"})");
+    });
+    s.route("GET", "/v1/models", [](const Request&, std::shared_ptr<ResponseWriter> w) {
+      w->send(200, "application/json", R"({"object":"list","data":[]})");
+    });
+    s.route("POST", "/echo", [](const Request& r, std::shared_ptr<ResponseWriter> w) {
+      const auto it = r.headers.find("x-tag");
+      w->send(200, "text/plain", r.body,
+              {{"X-Query", r.query}, {"X-Tag", it == r.headers.end() ? "" : it->second}});
+    });
+    s.route("PUT", "/echo", [](const Request& r, std::shared_ptr<ResponseWriter> w) {
+      w->send(200, "text/plain", r.body);
+    });
+    s.route("GET", "/sse", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
+      spawn([this, w] {
+        w->start_events();
+        for (int i = 0; i < 4; ++i) {
+          w->event("{\"n\":" + std::to_string(i) + "}");
+          std::this_thread::sleep_for(150ms);
+        }
+        w->comment("keep-alive");
+        w->event("line1\nline2");
+        w->event("[DONE]");
+        sse_done_ = true;
+        w->finish();
+      });
+    });
+    s.route("GET", "/forever", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
+      spawn([this, w] {
+        w->start_events();
+        for (int i = 0; i < 2000; ++i) {  // 20 s at most
+          if (!w->event("tick " + std::to_string(i))) break;
+          std::this_thread::sleep_for(10ms);
+        }
+        saw_closed_ = w->closed();
+        producer_done_ = true;
+        w->finish();
+      });
+    });
+    s.route("GET", "/big", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
+      spawn([this, w] {
+        w->start_events();
+        const std::string pad(kBigEvent - 6, 'x');
+        for (int i = 0; i < kBigEvents; ++i) {
+          char num[8];
+          std::snprintf(num, sizeof num, "%06d", i);
+          if (!w->event(num + pad)) break;
+        }
+        producer_done_ = true;
+        w->finish();
+      });
+    });
+    s.route("GET", "/hold", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
+      std::lock_guard lk(mutex_);
+      held_ = w;
+    });
+    s.route("GET", "/silent", [](const Request&, std::shared_ptr<ResponseWriter>) {});
+    s.route("GET", "/throw", [](const Request&, std::shared_ptr<ResponseWriter>) {
+      throw std::runtime_error("boom");
+    });
+  }
+
+  std::shared_ptr<ResponseWriter> held() {
+    std::lock_guard lk(mutex_);
+    return held_;
+  }
+
+  static constexpr int kBigEvents = 640;
+  static constexpr size_t kBigEvent = 64 * 1024;
+
+  std::unique_ptr<Server> server_;
+  int port_ = 0;
+  std::mutex mutex_;
+  std::vector<std::thread> workers_;
+  std::shared_ptr<ResponseWriter> held_;
+  std::atomic<bool> sse_done_{false};
+  std::atomic<bool> producer_done_{false};
+  std::atomic<bool> saw_closed_{false};
+};
+
+TEST_F(HttpTest, GetRoute) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.connected());
+  auto r = c.request("GET", "/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(r->body(), R"({"status":"ok"})");
+  EXPECT_EQ(field(*r, "Content-Type"), "application/json");
+  EXPECT_EQ(field(*r, "Content-Length"), "15");
+  EXPECT_TRUE(r->keep_alive());
+}
+
+TEST_F(HttpTest, PostEchoWithQueryAndHeaders) {
+  start();
+  Client c(port_);
+  auto r = c.request("POST", "/echo?a=1&b=%20", "hello body", "X-Tag: t1\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(r->body(), "hello body");
+  EXPECT_EQ(field(*r, "X-Query"), "a=1&b=%20");
+  EXPECT_EQ(field(*r, "X-Tag"), "t1");
+}
+
+TEST_F(HttpTest, UnknownPathIs404Json) {
+  start();
+  Client c(port_);
+  auto r = c.request("GET", "/nope");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 404);
+  EXPECT_EQ(field(*r, "Content-Type"), "application/json");
+  auto e = parse_error(r->body());
+  ASSERT_TRUE(e) << r->body();
+  EXPECT_EQ(e->type, "invalid_request_error");
+  EXPECT_TRUE(e->param_null);
+  EXPECT_NE(e->message.find("/nope"), std::string::npos);
+  // Matching is exact: a trailing slash or a prefix is another path.
+  EXPECT_EQ(status_of(c.request("GET", "/health/")), 404);
+}
+
+TEST_F(HttpTest, WrongMethodIs405WithAllow) {
+  start();
+  Client c(port_);
+  auto r = c.request("POST", "/health", "{}");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 405);
+  EXPECT_EQ(field(*r, "Allow"), "GET");
+  ASSERT_TRUE(parse_error(r->body()));
+  r = c.request("DELETE", "/echo");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 405);
+  EXPECT_EQ(field(*r, "Allow"), "POST, PUT");
+  // The connection survives both errors.
+  EXPECT_EQ(status_of(c.request("GET", "/health")), 200);
+}
+
+Options small_body() {
+  Options o = HttpTest::options();
+  o.max_body_bytes = 1024;
+  return o;
+}
+
+void expect_413(Client& c) {
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 413);
+  auto e = parse_error(r->body());
+  ASSERT_TRUE(e) << r->body();
+  EXPECT_EQ(e->type, "invalid_request_error");
+  EXPECT_FALSE(r->keep_alive());
+  EXPECT_TRUE(c.wait_closed());
+}
+
+TEST_F(HttpTest, BodyAtTheLimitIsAccepted) {
+  start(small_body());
+  Client c(port_);
+  auto r = c.request("POST", "/echo", std::string(1024, 'a'));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(r->body().size(), 1024u);
+}
+
+TEST_F(HttpTest, TooLargeContentLengthIs413) {
+  start(small_body());
+  Client c(port_);
+  ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" +
+                     std::string(5000, 'a')));
+  expect_413(c);
+}
+
+TEST_F(HttpTest, TooLargeWithExpectContinueIsRefusedBeforeTheBody) {
+  start(small_body());
+  Client c(port_);
+  ASSERT_TRUE(
+      c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\nExpect: "
+             "100-continue\r\n\r\n"));
+  expect_413(c);
+}
+
+TEST_F(HttpTest, ExpectContinueWithinTheLimit) {
+  start(small_body());
+  Client c(port_);
+  ASSERT_TRUE(c.send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(c.read_until("HTTP/1.1 100 Continue\r\n\r\n"));
+  c.buf.erase(0, c.buf.find("\r\n\r\n") + 4);
+  ASSERT_TRUE(c.send("hello"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(r->body(), "hello");
+}
+
+TEST_F(HttpTest, TooLargeChunkedBodyIs413) {
+  start(small_body());
+  Client c(port_);
+  std::string req = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 3; ++i) req += "258\r\n" + std::string(600, 'b') + "\r\n";
+  req += "0\r\n\r\n";
+  ASSERT_TRUE(c.send(req));
+  expect_413(c);
+}
+
+TEST_F(HttpTest, ChunkedBodyWithinTheLimit) {
+  start(small_body());
+  Client c(port_);
+  ASSERT_TRUE(
+      c.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+             "chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "abcde");
+}
+
+TEST_F(HttpTest, OversizedHeaderIs431AndGarbageIs400) {
+  start();
+  {
+    Client c(port_);
+    ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\nX-Big: " + std::string(70000, 'h') + "\r\n\r\n"));
+    auto r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 431);
+  }
+  {
+    Client c(port_);
+    ASSERT_TRUE(c.send("NOT HTTP AT ALL\r\n\r\n"));
+    auto r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 400);
+    EXPECT_TRUE(parse_error(r->body()));
+  }
+}
+
+TEST_F(HttpTest, ApiKeyGuardsV1Only) {
+  Options o = options();
+  o.api_key = "sekrit-key";
+  start(o);
+  Client c(port_);
+  auto check_401 = [&](const std::string& headers) {
+    auto r = c.request("GET", "/v1/models", "", headers);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 401);
+    auto e = parse_error(r->body());
+    ASSERT_TRUE(e) << r->body();
+    EXPECT_EQ(e->type, "invalid_request_error");
+    EXPECT_EQ(e->code, "invalid_api_key");
+  };
+  check_401("");
+  check_401("Authorization: Bearer wrong\r\n");
+  check_401("Authorization: Bearer sekrit-ke\r\n");
+  check_401("Authorization: Bearer sekrit-key2\r\n");
+  check_401("Authorization: Basic c2Vrcml0LWtleQ==\r\n");
+  auto ok = c.request("GET", "/v1/models", "", "Authorization: Bearer sekrit-key\r\n");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->result_int(), 200);
+  EXPECT_EQ(status_of(c.request("GET", "/v1/models", "", "authorization: bearer sekrit-key\r\n")),
+            200);
+  // An unknown /v1 path does not reveal itself without the key.
+  EXPECT_EQ(status_of(c.request("GET", "/v1/secret")), 401);
+  EXPECT_EQ(status_of(c.request("GET", "/health")), 200);
+}
+
+TEST_F(HttpTest, NoKeyConfiguredMeansOpen) {
+  start();
+  Client c(port_);
+  EXPECT_EQ(status_of(c.request("GET", "/v1/models", "", "Authorization: Bearer anything\r\n")),
+            200);
+  EXPECT_EQ(status_of(c.request("GET", "/v1/models")), 200);
+}
+
+const char* kPreflight =
+    "Origin: http://app.example\r\nAccess-Control-Request-Method: POST\r\n"
+    "Access-Control-Request-Headers: authorization, content-type\r\n";
+
+TEST_F(HttpTest, CorsIsOffByDefault) {
+  start();
+  Client c(port_);
+  auto r = c.request("GET", "/health", "", "Origin: http://app.example\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(field(*r, "Access-Control-Allow-Origin"), "");
+  r = c.request("OPTIONS", "/v1/models", "", kPreflight);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 405);
+  EXPECT_EQ(field(*r, "Access-Control-Allow-Origin"), "");
+}
+
+TEST_F(HttpTest, CorsPreflightAndEcho) {
+  Options o = options();
+  o.cors_origins = {"http://app.example"};
+  o.api_key = "k";
+  start(o);
+  Client c(port_);
+  // Preflights carry no credentials, so they pass before the key check.
+  auto r = c.request("OPTIONS", "/v1/models", "", kPreflight);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 204);
+  EXPECT_EQ(field(*r, "Access-Control-Allow-Origin"), "http://app.example");
+  EXPECT_NE(field(*r, "Access-Control-Allow-Methods").find("GET"), std::string::npos);
+  EXPECT_EQ(field(*r, "Access-Control-Allow-Headers"), "authorization, content-type");
+  EXPECT_FALSE(field(*r, "Access-Control-Max-Age").empty());
+  EXPECT_EQ(field(*r, "Content-Length"), "");
+  // Actual requests, including refused ones, carry the echo so the page can read them.
+  r = c.request("GET", "/v1/models", "", "Origin: http://app.example\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 401);
+  EXPECT_EQ(field(*r, "Access-Control-Allow-Origin"), "http://app.example");
+  r = c.request("GET", "/health", "", "Origin: http://evil.example\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(field(*r, "Access-Control-Allow-Origin"), "");
+  r = c.request("OPTIONS", "/v1/models", "",
+                "Origin: http://evil.example\r\nAccess-Control-Request-Method: GET\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 403);
+}
+
+TEST_F(HttpTest, CorsWildcardEchoesAnyOrigin) {
+  Options o = options();
+  o.cors_origins = {"*"};
+  start(o);
+  Client c(port_);
+  auto r = c.request("GET", "/health", "", "Origin: http://localhost:3000\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(field(*r, "Access-Control-Allow-Origin"), "http://localhost:3000");
+}
+
+TEST_F(HttpTest, SseEventsArriveIncrementallyThenKeepAlive) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /sse HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(c.read_until("data: {\"n\":0}\n\n"));
+  EXPECT_FALSE(sse_done_) << "the first event must arrive while the handler is still producing";
+  const std::string head = c.buf.substr(0, c.buf.find("\r\n\r\n"));
+  EXPECT_NE(head.find("HTTP/1.1 200"), std::string::npos);
+  EXPECT_NE(head.find("Content-Type: text/event-stream"), std::string::npos);
+  EXPECT_NE(head.find("Cache-Control: no-cache"), std::string::npos);
+  EXPECT_NE(head.find("Transfer-Encoding: chunked"), std::string::npos);
+  ASSERT_TRUE(c.read_until("data: {\"n\":1}\n\n"));
+  EXPECT_FALSE(sse_done_);
+  ASSERT_TRUE(c.read_until("data: [DONE]\n\n"));
+  ASSERT_TRUE(c.read_until("\r\n0\r\n\r\n"));
+  EXPECT_NE(c.buf.find(": keep-alive\n\n"), std::string::npos);
+  EXPECT_NE(c.buf.find("data: line1\ndata: line2\n\n"), std::string::npos);
+  c.buf.clear();
+  // The same connection serves the next request.
+  auto r = c.request("GET", "/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+}
+
+TEST_F(HttpTest, SseParsesAsChunkedResponse) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /sse HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->chunked());
+  EXPECT_EQ(r->body().rfind("data: {\"n\":0}\n\n", 0), 0u);
+  EXPECT_NE(r->body().find("data: [DONE]\n\n"), std::string::npos);
+}
+
+TEST_F(HttpTest, SseOverHttp10EndsWithTheConnection) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /sse HTTP/1.0\r\n\r\n"));
+  ASSERT_TRUE(c.wait_closed());
+  EXPECT_EQ(c.buf.find("Transfer-Encoding"), std::string::npos);
+  EXPECT_NE(c.buf.find("\r\n\r\ndata: {\"n\":0}\n\n"), std::string::npos);
+  EXPECT_NE(c.buf.find("data: [DONE]\n\n"), std::string::npos);
+}
+
+TEST_F(HttpTest, ClientLeavingMidStreamStopsTheProducer) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(c.read_until("data: tick 2\n\n"));
+  const auto t0 = Clock::now();
+  c.close();
+  ASSERT_TRUE(eventually([&] { return producer_done_.load(); }, 2s));
+  EXPECT_LT(Clock::now() - t0, 2s);
+  EXPECT_TRUE(saw_closed_);
+  // The server keeps serving others.
+  Client d(port_);
+  EXPECT_EQ(status_of(d.request("GET", "/health")), 200);
+}
+
+TEST_F(HttpTest, ClosedTurnsTrueWhileTheHandlerIsSilent) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return held() != nullptr; }));
+  std::shared_ptr<ResponseWriter> w = held();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(w->closed());
+  c.close();
+  EXPECT_TRUE(eventually([&] { return w->closed(); }, 2s));
+  EXPECT_FALSE(w->send(200, "text/plain", "late"));
+  EXPECT_FALSE(w->start_events());
+  std::lock_guard lk(mutex_);
+  held_.reset();
+}
+
+TEST_F(HttpTest, AnswerFromAnotherThreadLater) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return held() != nullptr; }));
+  std::shared_ptr<ResponseWriter> w = held();
+  {
+    std::lock_guard lk(mutex_);
+    held_.reset();
+  }
+  std::thread t([w] {
+    std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(w->send(201, "text/plain", "later", {{"X-Extra", "1"}, {"Bad\r\nName", "x"}}));
+    EXPECT_FALSE(w->send(200, "text/plain", "twice"));
+    EXPECT_FALSE(w->event("not a stream"));
+  });
+  auto r = c.read_response();
+  t.join();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 201);
+  EXPECT_EQ(r->body(), "later");
+  EXPECT_EQ(field(*r, "X-Extra"), "1");
+  EXPECT_EQ(status_of(c.request("GET", "/health")), 200);
+}
+
+TEST_F(HttpTest, SilentOrThrowingHandlersGet500) {
+  start();
+  Client c(port_);
+  for (const char* path : {"/silent", "/throw"}) {
+    auto r = c.request("GET", path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->result_int(), 500) << path;
+    auto e = parse_error(r->body());
+    ASSERT_TRUE(e) << r->body();
+    EXPECT_EQ(e->type, "server_error");
+  }
+  EXPECT_EQ(status_of(c.request("GET", "/health")), 200);
+}
+
+TEST_F(HttpTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  start();
+  Client c(port_);
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.request("POST", "/echo", "n" + std::to_string(i));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body(), "n" + std::to_string(i));
+  }
+  // Two pipelined requests sent at once are answered in order.
+  ASSERT_TRUE(c.send(
+      "POST /echo HTTP/1.1\r\nContent-Length: 1\r\n\r\nAPOST /echo HTTP/1.1\r\nContent-Length: "
+      "1\r\n\r\nB"));
+  auto a = c.read_response();
+  auto b = c.read_response();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->body(), "A");
+  EXPECT_EQ(b->body(), "B");
+  // "Connection: close" is honoured.
+  auto last = c.request("GET", "/health", "", "Connection: close\r\n");
+  ASSERT_TRUE(last);
+  EXPECT_FALSE(last->keep_alive());
+  EXPECT_TRUE(c.wait_closed());
+}
+
+TEST_F(HttpTest, ConcurrentClients) {
+  start();
+  constexpr int kClients = 8, kRequests = 25;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      Client c(port_);
+      for (int i = 0; i < kRequests; ++i) {
+        const std::string body = std::to_string(t) + "/" + std::to_string(i);
+        auto r = c.request("POST", "/echo", body);
+        if (r && r->body() == body) ++ok;
+      }
+    });
+  }
+  // Streams in parallel with the plain requests.
+  Client s(port_);
+  ASSERT_TRUE(s.send("GET /sse HTTP/1.1\r\nHost: x\r\n\r\n"));
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok, kClients * kRequests);
+  EXPECT_TRUE(s.read_until("data: [DONE]\n\n"));
+}
+
+TEST_F(HttpTest, SlowReaderGetsEverythingAndTheProducerIsHeldBack) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::this_thread::sleep_for(700ms);
+  // 40 MB cannot fit in the socket buffers plus the few MB the writer may queue.
+  EXPECT_FALSE(producer_done_);
+  auto r = c.read_response(20s);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(producer_done_);
+  const std::string& body = r->body();
+  const size_t per_event = 6 + kBigEvent + 2;  // "data: " + payload + "\n\n"
+  ASSERT_EQ(body.size(), per_event * kBigEvents);
+  for (int i = 0; i < kBigEvents; i += 97) {
+    char num[8];
+    std::snprintf(num, sizeof num, "%06d", i);
+    EXPECT_EQ(body.compare(i * per_event, 12, std::string("data: ") + num), 0) << i;
+  }
+}
+
+TEST_F(HttpTest, StopWhileStreamingEndsCleanly) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(c.read_until("data: tick 1\n\n"));
+  Client idle(port_);
+  ASSERT_EQ(status_of(idle.request("GET", "/health")), 200);
+  const auto t0 = Clock::now();
+  server_->stop();
+  EXPECT_LT(Clock::now() - t0, 9s);
+  EXPECT_TRUE(idle.wait_closed(1s));
+  EXPECT_TRUE(c.wait_closed(1s));
+  EXPECT_TRUE(eventually([&] { return producer_done_.load(); }, 2s));
+  EXPECT_TRUE(saw_closed_);
+  server_->wait();  // returns at once after stop()
+  server_->stop();  // and a second stop is harmless
+}
+
+TEST_F(HttpTest, StopWithOnlyIdleConnectionsIsQuick) {
+  start();
+  Client a(port_), b(port_);
+  ASSERT_EQ(status_of(a.request("GET", "/health")), 200);
+  ASSERT_TRUE(b.connected());
+  std::thread waiter([this] { server_->wait(); });
+  const auto t0 = Clock::now();
+  server_->stop();
+  waiter.join();
+  EXPECT_LT(Clock::now() - t0, 2s);
+  EXPECT_TRUE(a.wait_closed(1s));
+  EXPECT_TRUE(b.wait_closed(1s));
+  Client late(port_);
+  EXPECT_FALSE(late.connected() && late.request("GET", "/health").has_value());
+}
+
+TEST_F(HttpTest, BindFailureIsAClearError) {
+  start();
+  Options o = options();
+  o.port = port_;
+  Server second(o);
+  try {
+    second.start();
+    FAIL() << "binding a port in use must throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(port_)), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(HttpTest, HostNamesResolveLocally) {
+  Options o = options();
+  o.host = "localhost";
+  Server s(o);
+  s.start();
+  Client c(s.port());
+  ASSERT_TRUE(c.connected());
+  EXPECT_EQ(status_of(c.request("GET", "/nothing")), 404);
+}
+
+TEST(HttpErrorBody, OpenAiShape) {
+  EXPECT_EQ(error_body("bad \"x\"", "invalid_request_error", "temperature", "c1"),
+            R"({"error":{"message":"bad \"x\"","type":"invalid_request_error",)"
+            R"("param":"temperature","code":"c1"}})");
+  EXPECT_EQ(error_body("m", "server_error"),
+            R"({"error":{"message":"m","type":"server_error","param":null,"code":null}})");
+}
+
+}  // namespace
+}  // namespace waste::http
