@@ -90,7 +90,8 @@ const std::vector<Option>& options() {
        [](ServeOptions& o, const std::string& v) { o.thinking = to_bool(v); }},
       {{"--effort", "WASTE_EFFORT", "effort", "K3 thinking effort by default: low, high, max"},
        [](ServeOptions& o, const std::string& v) {
-         if (v != "low" && v != "high" && v != "max") fail<UsageError>("'{}' is not low, high or max", v);
+         if (v != "low" && v != "high" && v != "max")
+           fail<UsageError>("'{}' is not low, high or max", v);
          o.effort = v;
        }},
       {{"--allow-remote-images", "WASTE_ALLOW_REMOTE_IMAGES", "allow_remote_images",

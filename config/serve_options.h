@@ -21,16 +21,16 @@ struct ServeOptions {
   int chunk = 64;
   int lookahead = 6;
   int io_threads = 4;
-  size_t queue = 16;               // waiting requests beyond the running one
-  uint64_t max_body = 32u << 20;   // request body bytes
-  int64_t max_tokens = 0;          // cap on max_tokens (0: the context is the cap)
+  size_t queue = 16;              // waiting requests beyond the running one
+  uint64_t max_body = 32u << 20;  // request body bytes
+  int64_t max_tokens = 0;         // cap on max_tokens (0: the context is the cap)
   int64_t default_max_tokens = 4096;
   uint64_t snapshot_bytes = 2ull << 30;
-  std::vector<std::string> cors;   // allowed origins; "*" for any
-  bool thinking = true;            // K3: thinking when the request does not say
-  std::string effort = "max";      // K3: thinking effort when the request does not say
+  std::vector<std::string> cors;  // allowed origins; "*" for any
+  bool thinking = true;           // K3: thinking when the request does not say
+  std::string effort = "max";     // K3: thinking effort when the request does not say
   bool allow_remote_images = false;
-  std::string model_name;          // id reported by /v1/models; default: the folder name
+  std::string model_name;  // id reported by /v1/models; default: the folder name
   std::string log_level = "info";
 };
 

@@ -84,7 +84,7 @@ SimResult simulate_optimal(const RoutingTrace& t, int slots) {
     seen[stream[i]] = i;
   }
   SimResult r;
-  std::map<uint32_t, size_t> resident;       // key -> its next use
+  std::map<uint32_t, size_t> resident;            // key -> its next use
   std::set<std::pair<size_t, uint32_t>> by_next;  // (next use, key)
   for (size_t i = 0; i < n; i++) {
     uint32_t k = stream[i];

@@ -31,8 +31,9 @@ void read_at(int fd, void* dst, uint64_t n, uint64_t off, const std::string& wha
   while (n > 0) {
     ssize_t r = ::pread(fd, p, n, (off_t)off);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) fail<IoError>("{}: read failed at offset {}: {}", what, off,
-                              r < 0 ? std::strerror(errno) : "unexpected end of file");
+    if (r <= 0)
+      fail<IoError>("{}: read failed at offset {}: {}", what, off,
+                    r < 0 ? std::strerror(errno) : "unexpected end of file");
     p += r;
     n -= (uint64_t)r;
     off += (uint64_t)r;
@@ -73,7 +74,8 @@ std::string read_small_file(const fs::path& p, uint64_t max_bytes) {
   std::error_code ec;
   uint64_t size = fs::file_size(p, ec);
   if (ec) fail<IoError>("{}: cannot read: {}", p.string(), ec.message());
-  if (size > max_bytes) fail("{}: {} bytes is more than the {} allowed", p.string(), size, max_bytes);
+  if (size > max_bytes)
+    fail("{}: {} bytes is more than the {} allowed", p.string(), size, max_bytes);
   std::ifstream f(p, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -169,7 +171,9 @@ void Container::load_trunk() {
     ::close(fd);
 }
 
-bool Container::has(std::string_view name) const { return resident_.count(name) > 0; }
+bool Container::has(std::string_view name) const {
+  return resident_.count(name) > 0;
+}
 
 Matrix Container::matrix(std::string_view name) const {
   auto it = resident_.find(name);
@@ -205,7 +209,8 @@ void Container::embedding_row(int64_t token, float* out) const {
   Matrix row{t.fmt, 1, hid, nullptr, nullptr};
   std::vector<uint8_t> buf((size_t)row.row_bytes() + (size_t)row.groups() * 2);
   std::string what = (dir_ / "trunk.bin").string();
-  read_at(embed_fd_, buf.data(), row.row_bytes(), t.off + (uint64_t)(token * row.row_bytes()), what);
+  read_at(embed_fd_, buf.data(), row.row_bytes(), t.off + (uint64_t)(token * row.row_bytes()),
+          what);
   read_at(embed_fd_, buf.data() + row.row_bytes(), row.groups() * 2,
           t.scale_off + (uint64_t)(token * row.groups() * 2), what);
   const uint8_t* q = buf.data();
@@ -264,8 +269,8 @@ void Container::open_banks() {
   bool warned = false;
   for (auto& [layer, entry] : manifest_.banks) {
     RecordGeometry g = record_geometry(manifest_, entry);
-    auto bank = std::make_unique<ExpertBank>(dir_ / entry.file, entry, g, opt_.direct_io,
-                                             opt_.verify_crc);
+    auto bank =
+        std::make_unique<ExpertBank>(dir_ / entry.file, entry, g, opt_.direct_io, opt_.verify_crc);
     if (opt_.direct_io && !bank->direct_io() && !warned) {
       spdlog::warn("{}: the file system refuses direct I/O; expert reads go through the page cache",
                    dir_.string());

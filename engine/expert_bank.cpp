@@ -43,7 +43,9 @@ AlignedBuffer::AlignedBuffer(size_t n, bool zero) : n_(n) {
   if (zero) std::memset(p_, 0, padded);
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(p_); }
+AlignedBuffer::~AlignedBuffer() {
+  std::free(p_);
+}
 
 ExpertBank::ExpertBank(const std::filesystem::path& path, const BankEntry& entry,
                        const RecordGeometry& g, bool direct, bool verify_crc)

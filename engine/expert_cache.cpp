@@ -8,16 +8,21 @@ namespace waste {
 
 const char* policy_name(CachePolicy p) {
   switch (p) {
-    case CachePolicy::kLru: return "lru";
-    case CachePolicy::kLfru: return "lfru";
-    case CachePolicy::kLfu: return "lfu";
-    case CachePolicy::kLrfu: return "lrfu";
+    case CachePolicy::kLru:
+      return "lru";
+    case CachePolicy::kLfru:
+      return "lfru";
+    case CachePolicy::kLfu:
+      return "lfu";
+    case CachePolicy::kLrfu:
+      return "lrfu";
   }
   return "?";
 }
 
 CachePolicy parse_policy(const std::string& name) {
-  for (CachePolicy p : {CachePolicy::kLru, CachePolicy::kLfru, CachePolicy::kLfu, CachePolicy::kLrfu})
+  for (CachePolicy p :
+       {CachePolicy::kLru, CachePolicy::kLfru, CachePolicy::kLfu, CachePolicy::kLrfu})
     if (name == policy_name(p)) return p;
   fail<UsageError>("cache policy '{}' is unknown (lru, lfru, lfu or lrfu)", name);
 }

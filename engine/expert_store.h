@@ -28,13 +28,13 @@ struct StoreOptions {
 };
 
 struct ExpertStats {
-  uint64_t hits = 0;          // demanded records found resident (or already being prefetched)
-  uint64_t misses = 0;        // demanded records that had to be read
-  uint64_t bytes_read = 0;    // demand and speculative reads
-  uint64_t prefetched = 0;    // speculative reads issued
+  uint64_t hits = 0;           // demanded records found resident (or already being prefetched)
+  uint64_t misses = 0;         // demanded records that had to be read
+  uint64_t bytes_read = 0;     // demand and speculative reads
+  uint64_t prefetched = 0;     // speculative reads issued
   uint64_t prefetch_used = 0;  // of which a later demand used the record
-  double read_seconds = 0;    // summed over reader threads
-  double wait_seconds = 0;    // compute thread waiting for records
+  double read_seconds = 0;     // summed over reader threads
+  double wait_seconds = 0;     // compute thread waiting for records
 };
 
 class ExpertStore {
@@ -76,7 +76,7 @@ class ExpertStore {
   ExpertCache cache_;
   std::vector<std::unique_ptr<AlignedBuffer>> buf_;
   std::vector<State> state_;
-  std::vector<std::string> error_;  // per slot, when kFailed
+  std::vector<std::string> error_;    // per slot, when kFailed
   std::vector<uint8_t> speculative_;  // filled by prefetch, not yet demanded
 
   mutable std::mutex mu_;

@@ -43,7 +43,8 @@ int64_t as_int(const element& e, const std::string& what, int64_t lo, int64_t hi
     fail("{}: {} is too large", what, e.get_uint64().value_unsafe());
   } else if (e.is_double()) {
     double d = e.get_double().value_unsafe();
-    if (!(std::fabs(d) < 9e18) || d != std::floor(d)) fail("{}: must be an integer, not {}", what, d);
+    if (!(std::fabs(d) < 9e18) || d != std::floor(d))
+      fail("{}: must be an integer, not {}", what, d);
     v = (int64_t)d;
   } else {
     fail("{}: must be an integer", what);
@@ -69,9 +70,9 @@ double get_double_or(const element& obj, std::string_view key, const std::string
   if (!has_value(obj, key)) return def;
   element e = obj[key].value_unsafe();
   if (!e.is_number()) fail("{}: must be a number", path(where, key));
-  double d = e.is_double()   ? e.get_double().value_unsafe()
-             : e.is_int64()  ? (double)e.get_int64().value_unsafe()
-                             : (double)e.get_uint64().value_unsafe();
+  double d = e.is_double()  ? e.get_double().value_unsafe()
+             : e.is_int64() ? (double)e.get_int64().value_unsafe()
+                            : (double)e.get_uint64().value_unsafe();
   if (!std::isfinite(d)) fail("{}: must be finite", path(where, key));
   return d;
 }

@@ -26,7 +26,8 @@ int64_t get_int(const element& obj, std::string_view key, const std::string& whe
 // Optional integer: `def` when absent or null.
 int64_t get_int_or(const element& obj, std::string_view key, const std::string& where, int64_t lo,
                    int64_t hi, int64_t def);
-double get_double_or(const element& obj, std::string_view key, const std::string& where, double def);
+double get_double_or(const element& obj, std::string_view key, const std::string& where,
+                     double def);
 std::string get_string(const element& obj, std::string_view key, const std::string& where);
 std::optional<std::string> get_string_opt(const element& obj, std::string_view key,
                                           const std::string& where);

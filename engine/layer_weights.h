@@ -8,26 +8,26 @@
 namespace waste {
 
 struct KdaWeights {
-  Matrix q, k, v;         // [C, hid]
-  Matrix f_a, f_b;        // decay gate, low rank: [D, hid], [C, D]
-  Matrix b;               // beta: [H, hid]
-  Matrix g, g_a, g_b;     // output gate: full rank [C, hid], or low rank [D, hid], [C, D]
-  Matrix o;               // [hid, C]
-  const float* conv[3] = {};  // q, k, v short-conv kernels, [C][K]
-  const float* A_log = nullptr;   // first H values
+  Matrix q, k, v;                  // [C, hid]
+  Matrix f_a, f_b;                 // decay gate, low rank: [D, hid], [C, D]
+  Matrix b;                        // beta: [H, hid]
+  Matrix g, g_a, g_b;              // output gate: full rank [C, hid], or low rank [D, hid], [C, D]
+  Matrix o;                        // [hid, C]
+  const float* conv[3] = {};       // q, k, v short-conv kernels, [C][K]
+  const float* A_log = nullptr;    // first H values
   const float* dt_bias = nullptr;  // [C]
   const float* o_norm = nullptr;   // [D]
 };
 
 struct MlaWeights {
-  Matrix q;               // unfactorized [heads*(nope+rope), hid]
-  Matrix q_a, q_b;        // q_lora path
+  Matrix q;         // unfactorized [heads*(nope+rope), hid]
+  Matrix q_a, q_b;  // q_lora path
   const float* q_a_norm = nullptr;
-  Matrix kv_a;            // [kv_lora + rope, hid]
+  Matrix kv_a;  // [kv_lora + rope, hid]
   const float* kv_a_norm = nullptr;
-  Matrix kv_b;            // [heads*(nope+v), kv_lora]
-  Matrix g;               // K3 output gate [heads*v, hid]
-  Matrix o;               // [hid, heads*v]
+  Matrix kv_b;  // [heads*(nope+v), kv_lora]
+  Matrix g;     // K3 output gate [heads*v, hid]
+  Matrix o;     // [hid, heads*v]
 };
 
 struct FfnWeights {
@@ -35,8 +35,8 @@ struct FfnWeights {
 };
 
 struct MoeWeights {
-  Matrix router;                  // [E, hid]
-  const float* bias = nullptr;    // e_score_correction_bias, optional
+  Matrix router;                // [E, hid]
+  const float* bias = nullptr;  // e_score_correction_bias, optional
   bool has_shared = false;
   FfnWeights shared;
   Matrix latent_down, latent_up;  // K3: [lat, hid], [hid, lat]

@@ -13,9 +13,12 @@ constexpr int64_t kMaxTensorDim = 1 << 26;
 
 TensorFormat parse_format(int64_t v, const std::string& where) {
   switch (v) {
-    case 0: return TensorFormat::kF32;
-    case 2: return TensorFormat::kQ8G;
-    case 3: return TensorFormat::kQ4G;
+    case 0:
+      return TensorFormat::kF32;
+    case 2:
+      return TensorFormat::kQ8G;
+    case 3:
+      return TensorFormat::kQ4G;
     default:
       fail("{}.fmt: trunk format {} is not supported (F32=0, Q8G=2, Q4G=3)", where, v);
   }

@@ -24,9 +24,12 @@ struct Matrix {
   // Bytes of one stored row (without scales).
   int64_t row_bytes() const {
     switch (fmt) {
-      case TensorFormat::kQ8G: return groups() * kQuantGroup;
-      case TensorFormat::kQ4G: return groups() * kQuantGroup / 2;
-      default: return cols * 4;
+      case TensorFormat::kQ8G:
+        return groups() * kQuantGroup;
+      case TensorFormat::kQ4G:
+        return groups() * kQuantGroup / 2;
+      default:
+        return cols * 4;
     }
   }
 };

@@ -76,8 +76,10 @@ void check_sanity(const ModelConfig& c, const std::string& where) {
   }
   if ((c.n_experts == 0 || c.first_dense > 0) && c.dense_inter < 1)
     fail("{}.intermediate_size: required for dense layers", where);
-  if (c.first_dense > c.n_layers) fail("{}.first_k_dense_replace: exceeds num_hidden_layers", where);
-  if (c.attn_res_block > c.n_layers) fail("{}.attn_res_block_size: exceeds num_hidden_layers", where);
+  if (c.first_dense > c.n_layers)
+    fail("{}.first_k_dense_replace: exceeds num_hidden_layers", where);
+  if (c.attn_res_block > c.n_layers)
+    fail("{}.attn_res_block_size: exceeds num_hidden_layers", where);
   if (c.n_kda_layers() > 0 && (c.kda_heads < 1 || c.kda_dim < 1))
     fail("{}.linear_attn_config: num_heads and head_dim are required with KDA layers", where);
   if (c.n_mla_layers() > 0 &&

@@ -10,9 +10,15 @@
 
 namespace waste {
 
-inline float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
-inline float silu(float a) { return a / (1.0f + std::exp(-a)); }
-inline float softplus(float z) { return z > 20.0f ? z : std::log1p(std::exp(z)); }
+inline float sigmoid(float z) {
+  return 1.0f / (1.0f + std::exp(-z));
+}
+inline float silu(float a) {
+  return a / (1.0f + std::exp(-a));
+}
+inline float softplus(float z) {
+  return z > 20.0f ? z : std::log1p(std::exp(z));
+}
 
 // out = x * w / sqrt(mean(x^2) + eps); out may alias x.
 void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* out);

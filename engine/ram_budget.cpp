@@ -76,19 +76,20 @@ Budget plan_budget(const MemoryPlan& plan, std::optional<uint64_t> requested, ui
   b.cap = usable - usable / 8;
   if (requested) {
     if (*requested < plan.floor_bytes)
-      fail<UsageError>("a budget of {} is under this model's floor of {} at context {} "
-                       "(trunk {}, state {}, scratch {}, minimum expert cache {})",
-                       human_bytes(*requested), human_bytes(plan.floor_bytes), plan.ctx,
-                       human_bytes(plan.trunk_bytes), human_bytes(plan.state_bytes),
-                       human_bytes(plan.scratch_bytes), human_bytes(plan.min_cache_bytes));
+      fail<UsageError>(
+          "a budget of {} is under this model's floor of {} at context {} "
+          "(trunk {}, state {}, scratch {}, minimum expert cache {})",
+          human_bytes(*requested), human_bytes(plan.floor_bytes), plan.ctx,
+          human_bytes(plan.trunk_bytes), human_bytes(plan.state_bytes),
+          human_bytes(plan.scratch_bytes), human_bytes(plan.min_cache_bytes));
     b.budget = *requested;
     b.explicit_budget = true;
   } else {
     if (plan.floor_bytes > b.cap)
-      fail<UsageError>("this model needs at least {} at context {} but only {} (7/8 of {} "
-                       "usable) is available; lower --ctx or pass --budget explicitly",
-                       human_bytes(plan.floor_bytes), plan.ctx, human_bytes(b.cap),
-                       human_bytes(usable));
+      fail<UsageError>(
+          "this model needs at least {} at context {} but only {} (7/8 of {} "
+          "usable) is available; lower --ctx or pass --budget explicitly",
+          human_bytes(plan.floor_bytes), plan.ctx, human_bytes(b.cap), human_bytes(usable));
     uint64_t ws = std::max<uint64_t>(plan.working_set_bytes, 1);
     b.working_sets = (int)std::min<uint64_t>(3, (b.cap - plan.floor_bytes) / ws);
     b.budget = plan.floor_bytes + (uint64_t)b.working_sets * plan.working_set_bytes;
@@ -108,9 +109,9 @@ uint64_t parse_bytes(const std::string& text) {
   std::string unit = text.substr(used);
   double mul = 0;
   if (unit.empty() || unit == "B") mul = 1;
-  for (auto [names, m] : {std::pair{"K KB KiB k", 1024.0}, std::pair{"M MB MiB m", 1048576.0},
-                          std::pair{"G GB GiB g", 1073741824.0},
-                          std::pair{"T TB TiB t", 1099511627776.0}}) {
+  for (auto [names, m] :
+       {std::pair{"K KB KiB k", 1024.0}, std::pair{"M MB MiB m", 1048576.0},
+        std::pair{"G GB GiB g", 1073741824.0}, std::pair{"T TB TiB t", 1099511627776.0}}) {
     std::stringstream ss(names);
     std::string n;
     while (ss >> n)

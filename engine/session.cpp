@@ -33,7 +33,7 @@ class Reader {
  public:
   Reader(const std::string& b, const std::string& where) : b_(b), where_(where) {}
   template <typename T>
- void get(T* p, size_t n, const char* what) {
+  void get(T* p, size_t n, const char* what) {
     if (n == 0) return;
     if (n > (b_.size() - at_) / sizeof(T))
       fail("{}: truncated while reading {} (file is {} bytes)", where_, what, b_.size());
@@ -51,8 +51,8 @@ class Reader {
 }  // namespace
 
 std::vector<int32_t> session_shape(const ModelConfig& c) {
-  std::vector<int32_t> s = {c.n_layers, c.hidden,  c.kda_heads, c.kda_dim, c.conv_k,
-                            c.n_heads,  c.kv_lora, c.qk_nope,   c.qk_rope, c.v_head, c.vocab};
+  std::vector<int32_t> s = {c.n_layers, c.hidden,  c.kda_heads, c.kda_dim, c.conv_k, c.n_heads,
+                            c.kv_lora,  c.qk_nope, c.qk_rope,   c.v_head,  c.vocab};
   for (int l = 0; l < c.n_layers; l++) s.push_back(c.is_kda[l] ? 1 : 0);
   return s;
 }
@@ -102,8 +102,10 @@ void Session::load(const std::filesystem::path& path) {
     fail("{}: session format version {} is not supported (this build reads {})", where, h.version,
          kSessionVersion);
   if (h.fingerprint != fingerprint_)
-    fail("{}: the session was saved from a different model (fingerprint {:016x}, this model "
-         "{:016x})", where, h.fingerprint, fingerprint_);
+    fail(
+        "{}: the session was saved from a different model (fingerprint {:016x}, this model "
+        "{:016x})",
+        where, h.fingerprint, fingerprint_);
   std::vector<int32_t> shape(h.n_shape <= 4096 ? h.n_shape : 0);
   r.get(shape.data(), shape.size(), "the model shape");
   if (shape != shape_) fail("{}: the session's layer shapes do not match this model", where);

@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -41,17 +41,37 @@ struct Preset {
 Preset preset_for(const SynthOptions& o) {
   bool k3 = o.arch == Arch::kK3;
   if (o.preset == "tiny")
-    return k3 ? Preset{128, 6, 16, 4, 32, 192, 2, 4, 32, 4, 16, 8, 16, 32, 48, 64, 2, 0, {4, 6}, 4096}
+    return k3 ? Preset{128, 6, 16, 4,  32, 192, 2, 4, 32,     4,
+                       16,  8, 16, 32, 48, 64,  2, 0, {4, 6}, 4096}
               : Preset{128, 5, 8, 2, 64, 256, 1, 4, 32, 4, 16, 8, 16, 32, 0, 0, 0, 0, {4}, 4096};
   if (o.preset == "small")
-    return k3 ? Preset{512, 13, 64, 8, 128, 1024, 2, 8, 64, 8, 64, 32, 64, 128, 192, 256, 6, 0,
-                       {4, 8, 12, 13}, 65536}
-              : Preset{512, 8, 64, 8, 256, 1024, 1, 8, 64, 8, 64, 32, 64, 128, 0, 0, 0, 0,
-                       {4, 8}, 65536};
+    return k3 ? Preset{512, 13,  64,  8, 128, 1024,           2,    8, 64, 8, 64, 32, 64,
+                       128, 192, 256, 6, 0,   {4, 8, 12, 13}, 65536}
+              : Preset{512, 8,  64, 8,   256, 1024, 1, 8, 64,     8,
+                       64,  32, 64, 128, 0,   0,    0, 0, {4, 8}, 65536};
   if (o.preset == "48b-shape") {
-    if (k3) fail<UsageError>("synth: preset 48b-shape is Kimi-Linear's shape; use --arch kimi-linear");
-    return Preset{2304, 27, 256, 8, 1024, 9216, 1, 32, 128, 32, 128, 64, 128, 512, 0, 0, 0,
-                  163840, {4, 8, 12, 16, 20, 24, 27}, 65536};
+    if (k3)
+      fail<UsageError>("synth: preset 48b-shape is Kimi-Linear's shape; use --arch kimi-linear");
+    return Preset{2304,
+                  27,
+                  256,
+                  8,
+                  1024,
+                  9216,
+                  1,
+                  32,
+                  128,
+                  32,
+                  128,
+                  64,
+                  128,
+                  512,
+                  0,
+                  0,
+                  0,
+                  163840,
+                  {4, 8, 12, 16, 20, 24, 27},
+                  65536};
   }
   fail<UsageError>("synth: unknown preset '{}' (tiny, small or 48b-shape)", o.preset);
 }
@@ -79,8 +99,8 @@ std::string config_json(const SynthOptions& o, const Preset& p, int vocab, int e
       "\"v_head_dim\":{},\"kv_lora_rank\":{},\"q_lora_rank\":{},\"mla_use_nope\":true,"
       "\"hidden_act\":\"{}\",\"linear_attn_config\":{{\"num_heads\":{},\"head_dim\":{},"
       "\"short_conv_kernel_size\":4,\"kda_layers\":{},\"full_attn_layers\":{}",
-      p.hidden, p.layers, vocab, bos, eos, p.dense_inter, p.moe_inter, p.experts, p.top_k,
-      p.shared, k3 ? "1.5" : "2.446", p.heads, p.nope, p.rope, p.v, p.kv_lora,
+      p.hidden, p.layers, vocab, bos, eos, p.dense_inter, p.moe_inter, p.experts, p.top_k, p.shared,
+      k3 ? "1.5" : "2.446", p.heads, p.nope, p.rope, p.v, p.kv_lora,
       p.q_lora ? std::to_string(p.q_lora) : "null", k3 ? "situ" : "silu", p.kda_heads, p.kda_dim,
       int_list(kda), int_list(p.mla_layers));
   if (!k3) return s + "}}";
@@ -130,7 +150,8 @@ TensorFormat format_for(const TensorSpec& s, int64_t threshold) {
   int64_t n = 1;
   for (int64_t d : s.shape) n *= d;
   if (s.count_only || s.shape.size() == 1 || n < threshold) return TensorFormat::kF32;
-  if (s.name == "model.embed_tokens.weight" || s.name == "lm_head.weight") return TensorFormat::kQ8G;
+  if (s.name == "model.embed_tokens.weight" || s.name == "lm_head.weight")
+    return TensorFormat::kQ8G;
   return TensorFormat::kQ4G;
 }
 
@@ -184,7 +205,8 @@ void fill_indices(uint8_t* p, const RecordGeometry& g, int64_t rows, int64_t col
     for (int64_t v = 0; v < nv; v++) {
       uint8_t* run = p + ((r / kVqRowBlock * nv + v) * kVqRowBlock + r % kVqRowBlock) * g.stages;
       uint64_t bits = rng.next();
-      for (int s = 0; s < g.stages; s++) run[s] = (uint8_t)((bits >> (8 * s)) % (uint64_t)g.entries);
+      for (int s = 0; s < g.stages; s++)
+        run[s] = (uint8_t)((bits >> (8 * s)) % (uint64_t)g.entries);
     }
 }
 
@@ -227,10 +249,11 @@ std::string write_banks(const fs::path& dir, const ModelConfig& c, Rng& rng) {
     std::string file = fmt::format("experts-L{}.bin", l);
     int base = n++ * 3 * kStages;
     write_bank(dir / file, g, l, c.n_experts, base, rng);
-    layers += fmt::format("{}\"{}\":{{\"file\":\"{}\",\"experts\":{},\"bytes\":{},"
-                          "\"codebook_base\":{}}}",
-                          layers.empty() ? "" : ",\n  ", l, file, c.n_experts,
-                          g.stride * (uint64_t)c.n_experts, base);
+    layers += fmt::format(
+        "{}\"{}\":{{\"file\":\"{}\",\"experts\":{},\"bytes\":{},"
+        "\"codebook_base\":{}}}",
+        layers.empty() ? "" : ",\n  ", l, file, c.n_experts, g.stride * (uint64_t)c.n_experts,
+        base);
   }
   write_codebooks(dir, n, rng);
   return layers;
@@ -246,7 +269,8 @@ std::string synthetic_config_json(const SynthOptions& opt, int vocab) {
 
 void write_synthetic(const fs::path& out, const SynthOptions& opt) {
   Preset p = preset_for(opt);
-  if (fs::exists(out)) fail<UsageError>("synth: {} already exists; choose a new path", out.string());
+  if (fs::exists(out))
+    fail<UsageError>("synth: {} already exists; choose a new path", out.string());
   fs::path tmp = out;
   tmp += fmt::format(".partial-{}", ::getpid());
   fs::remove_all(tmp);

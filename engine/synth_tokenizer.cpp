@@ -13,32 +13,60 @@ namespace waste {
 namespace {
 
 // Offsets from the first special id, as in the releases' tokenizer_config.json.
-const std::vector<std::pair<int, const char*>> kK3Specials = {
-    {0, "[BOS]"}, {1, "[EOS]"}, {2, "<|end_of_msg|>"}, {3, "<|open|>"}, {4, "<|close|>"},
-    {5, "<|sep|>"}, {6, "[start_header_id]"}, {7, "[end_header_id]"}, {9, "[EOT]"},
-    {18, "<|media_begin|>"}, {19, "<|media_content|>"}, {20, "<|media_end|>"},
-    {21, "<|media_pad|>"}, {65, "<osagent_mode>"}, {254, "[UNK]"}, {255, "[PAD]"}};
+const std::vector<std::pair<int, const char*>> kK3Specials = {{0, "[BOS]"},
+                                                              {1, "[EOS]"},
+                                                              {2, "<|end_of_msg|>"},
+                                                              {3, "<|open|>"},
+                                                              {4, "<|close|>"},
+                                                              {5, "<|sep|>"},
+                                                              {6, "[start_header_id]"},
+                                                              {7, "[end_header_id]"},
+                                                              {9, "[EOT]"},
+                                                              {18, "<|media_begin|>"},
+                                                              {19, "<|media_content|>"},
+                                                              {20, "<|media_end|>"},
+                                                              {21, "<|media_pad|>"},
+                                                              {65, "<osagent_mode>"},
+                                                              {254, "[UNK]"},
+                                                              {255, "[PAD]"}};
 
 const std::vector<std::pair<int, const char*>> kKimiLinearSpecials = {
-    {0, "[BOS]"}, {1, "[EOS]"}, {2, "<|im_end|>"}, {3, "<|im_user|>"}, {4, "<|im_assistant|>"},
-    {6, "<|start_header_id|>"}, {7, "<|end_header_id|>"}, {9, "[EOT]"}, {10, "<|im_system|>"},
-    {11, "<|tool_calls_section_begin|>"}, {12, "<|tool_calls_section_end|>"},
-    {13, "<|tool_call_begin|>"}, {14, "<|tool_call_argument_begin|>"}, {15, "<|tool_call_end|>"},
-    {17, "<|im_middle|>"}, {254, "[UNK]"}, {255, "[PAD]"}};
+    {0, "[BOS]"},
+    {1, "[EOS]"},
+    {2, "<|im_end|>"},
+    {3, "<|im_user|>"},
+    {4, "<|im_assistant|>"},
+    {6, "<|start_header_id|>"},
+    {7, "<|end_header_id|>"},
+    {9, "[EOT]"},
+    {10, "<|im_system|>"},
+    {11, "<|tool_calls_section_begin|>"},
+    {12, "<|tool_calls_section_end|>"},
+    {13, "<|tool_call_begin|>"},
+    {14, "<|tool_call_argument_begin|>"},
+    {15, "<|tool_call_end|>"},
+    {17, "<|im_middle|>"},
+    {254, "[UNK]"},
+    {255, "[PAD]"}};
 
 const char* kMerges[] = {
-    "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or", "te", "of",
-    "ed", "is", "it", "al", "ar", "st", "to", "nt", "ng", "se", "ha", "as", "ou", "io", "le",
-    "ve", "co", "me", "de", "hi", "ri", "ro", "ic", "ne", "ea", "ra", "ce", " t", " a", " s",
-    " w", " o", " i", " c", " b", " f", " m", " p", " d", " h", " l", " n", " r", " e", " g",
-    "the", "ing", "and", "ion", "ent", "her", "for", "tha", "ere", "ate", "his", "ter", "hat",
-    " th", " the", " an", " and", " to", " of", " in", " is", " it", " a ", " wh", " be",
-    " co", " re", " on", " for", " that", " with", " this", " you", " are", " was", " as",
-    "tion", "ation", "ed ", "er ", "ly", " he", " we", " not", " can", " at", " by", " or",
-    "hello", " hello", "world", " world", "model", " model", "token", " token", "expert",
-    " expert", "json", "true", "false", "null", "user", "assistant", "system", "tool",
-    "\n\n", "  ", "    ", "{\"", "\":", "\",", "\"}", "()", "();", "return", " return",
-    "def", " def", "int", " int", "void", " void", "12", "00", "10", "20", "19", "201",
+    "th",      "he",      "in",    "er",     "an",    "re",     "on",        "at",     "en",
+    "nd",      "ti",      "es",    "or",     "te",    "of",     "ed",        "is",     "it",
+    "al",      "ar",      "st",    "to",     "nt",    "ng",     "se",        "ha",     "as",
+    "ou",      "io",      "le",    "ve",     "co",    "me",     "de",        "hi",     "ri",
+    "ro",      "ic",      "ne",    "ea",     "ra",    "ce",     " t",        " a",     " s",
+    " w",      " o",      " i",    " c",     " b",    " f",     " m",        " p",     " d",
+    " h",      " l",      " n",    " r",     " e",    " g",     "the",       "ing",    "and",
+    "ion",     "ent",     "her",   "for",    "tha",   "ere",    "ate",       "his",    "ter",
+    "hat",     " th",     " the",  " an",    " and",  " to",    " of",       " in",    " is",
+    " it",     " a ",     " wh",   " be",    " co",   " re",    " on",       " for",   " that",
+    " with",   " this",   " you",  " are",   " was",  " as",    "tion",      "ation",  "ed ",
+    "er ",     "ly",      " he",   " we",    " not",  " can",   " at",       " by",    " or",
+    "hello",   " hello",  "world", " world", "model", " model", "token",     " token", "expert",
+    " expert", "json",    "true",  "false",  "null",  "user",   "assistant", "system", "tool",
+    "\n\n",    "  ",      "    ",  "{\"",    "\":",   "\",",    "\"}",       "()",     "();",
+    "return",  " return", "def",   " def",   "int",   " int",   "void",      " void",  "12",
+    "00",      "10",      "20",    "19",     "201",
 };
 
 std::string base64(const std::string& s) {

@@ -78,7 +78,9 @@ void dense_specs(const ModelConfig& c, const std::string& p, Specs* s) {
 
 }  // namespace
 
-std::string layer_prefix(int layer) { return fmt::format("model.layers.{}.", layer); }
+std::string layer_prefix(int layer) {
+  return fmt::format("model.layers.{}.", layer);
+}
 
 std::vector<TensorSpec> text_tensor_specs(const ModelConfig& c) {
   Specs s;
@@ -89,8 +91,8 @@ std::vector<TensorSpec> text_tensor_specs(const ModelConfig& c) {
     add(&s, p + "input_layernorm.weight", {hid});
     add(&s, p + "post_attention_layernorm.weight", {hid});
     if (c.attn_res_block > 0)
-      for (const char* w : {"self_attention_res_norm", "self_attention_res_proj", "mlp_res_norm",
-                            "mlp_res_proj"})
+      for (const char* w :
+           {"self_attention_res_norm", "self_attention_res_proj", "mlp_res_norm", "mlp_res_proj"})
         add(&s, p + w + ".weight", {hid});
     if (c.is_kda[l])
       kda_specs(c, p + "self_attn.", &s);

@@ -20,7 +20,8 @@ using simdjson::dom::element;
 element parse_body(simdjson::dom::parser& p, const simdjson::padded_string& s) {
   element root;
   if (auto err = p.parse(s).get(root))
-    throw ApiError(400, fmt::format("the body is not valid JSON ({})", simdjson::error_message(err)));
+    throw ApiError(400,
+                   fmt::format("the body is not valid JSON ({})", simdjson::error_message(err)));
   if (!root.is_object()) throw ApiError(400, "the body must be a JSON object");
   return root;
 }
@@ -159,7 +160,8 @@ CompletionPrompt parse_completion_prompt(std::string_view body, int vocab) {
     out.text = std::string(std::string_view(e->get_string()));
     return out;
   }
-  if (!e->is_array()) bad("prompt", "must be a string, a list of one string, or a list of token ids");
+  if (!e->is_array())
+    bad("prompt", "must be a string, a list of one string, or a list of token ids");
   simdjson::dom::array a = e->get_array();
   if (a.size() == 1 && a.at(0).is_string()) {
     out.text = std::string(std::string_view(a.at(0).get_string()));

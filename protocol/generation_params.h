@@ -18,7 +18,7 @@ struct GenerationParams {
   std::optional<int64_t> max_tokens;  // max_completion_tokens, else max_tokens
   std::vector<std::string> stop;      // up to 4 strings
   bool stream = false;
-  bool include_usage = false;         // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
   bool parallel_tool_calls = true;
   bool logprobs = false;
 };

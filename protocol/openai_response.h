@@ -35,7 +35,7 @@ struct ResponseHeader {
 };
 
 std::string chat_completion_json(const ResponseHeader& h, const ChatMessageOut& m,
-                                  const std::string& finish_reason, const Usage& u);
+                                 const std::string& finish_reason, const Usage& u);
 
 // One chat.completion.chunk. Set exactly what the chunk carries; empty optionals are omitted.
 struct ChatDelta {

@@ -57,7 +57,8 @@ int64_t unix_now() {
 std::string demo_container_path() {
   const char* cache = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
-  fs::path base = cache && *cache ? fs::path(cache) : fs::path(home && *home ? home : "/tmp") / ".cache";
+  fs::path base =
+      cache && *cache ? fs::path(cache) : fs::path(home && *home ? home : "/tmp") / ".cache";
   return (base / "waste" / "demo-kimi-linear.waste").string();
 }
 
@@ -93,7 +94,8 @@ void Api::load() {
       write_synthetic(path, {Arch::kKimiLinear, "tiny", 1});
     }
   }
-  model_id_ = !opt_.model_name.empty() ? opt_.model_name : fs::path(path).filename().stem().string();
+  model_id_ =
+      !opt_.model_name.empty() ? opt_.model_name : fs::path(path).filename().stem().string();
   OpenOptions oo;
   oo.load_trunk = false;
   auto probe = Container::open(path, oo);
@@ -113,15 +115,16 @@ void Api::load() {
   mo.store.io_threads = opt_.io_threads;
   mo.store.cache_bytes = budget.cache_bytes;
   model_ = std::make_unique<Model>(*container_, mo);
-  chat_ = std::make_unique<ChatFormat>(*container_, *tokenizer_, ChatDefaults{opt_.thinking, opt_.effort});
+  chat_ = std::make_unique<ChatFormat>(*container_, *tokenizer_,
+                                       ChatDefaults{opt_.thinking, opt_.effort});
   WorkerOptions wo;
   wo.queue_limit = opt_.queue;
   wo.ctx = opt_.ctx;
   wo.snapshot_bytes = opt_.snapshot_bytes;
   worker_ = std::make_unique<EngineWorker>(*model_, *tokenizer_, chat_.get(), wo);
   ready_ = true;
-  spdlog::info("ready: {} ({} chat format, context {}, {} threads)", model_id_, chat_->family_name(),
-               opt_.ctx, model_->threads());
+  spdlog::info("ready: {} ({} chat format, context {}, {} threads)", model_id_,
+               chat_->family_name(), opt_.ctx, model_->threads());
 }
 
 void Api::shutdown() {
@@ -179,21 +182,28 @@ void Api::metrics(const http::Request&, std::shared_ptr<http::ResponseWriter> w)
   if (ready_) {
     const WorkerCounters& c = worker_->counters();
     ExpertStats st = model_->expert_stats();
-    metric("waste_requests_total", "counter", "generation requests taken by the engine", (double)c.requests);
-    metric("waste_requests_failed_total", "counter", "requests that failed in the engine", (double)c.failed);
-    metric("waste_requests_cancelled_total", "counter", "requests whose client went away", (double)c.cancelled);
+    metric("waste_requests_total", "counter", "generation requests taken by the engine",
+           (double)c.requests);
+    metric("waste_requests_failed_total", "counter", "requests that failed in the engine",
+           (double)c.failed);
+    metric("waste_requests_cancelled_total", "counter", "requests whose client went away",
+           (double)c.cancelled);
     metric("waste_prompt_tokens_total", "counter", "prompt tokens", (double)c.prompt_tokens);
     metric("waste_cached_prompt_tokens_total", "counter", "prompt tokens restored from snapshots",
            (double)c.cached_tokens);
-    metric("waste_completion_tokens_total", "counter", "generated tokens", (double)c.completion_tokens);
+    metric("waste_completion_tokens_total", "counter", "generated tokens",
+           (double)c.completion_tokens);
     double decode_s = (double)c.decode_micros / 1e6;
     metric("waste_decode_tokens_per_second", "gauge", "generated tokens per second of decoding",
            decode_s > 0 ? (double)c.completion_tokens / decode_s : 0);
     metric("waste_queue_depth", "gauge", "requests waiting", (double)worker_->queue_depth());
     metric("waste_busy", "gauge", "1 while a request is generating", worker_->busy() ? 1 : 0);
-    metric("waste_expert_cache_hits_total", "counter", "expert records found in RAM", (double)st.hits);
-    metric("waste_expert_cache_misses_total", "counter", "expert records read from disk", (double)st.misses);
-    metric("waste_expert_bytes_read_total", "counter", "bytes of expert records read", (double)st.bytes_read);
+    metric("waste_expert_cache_hits_total", "counter", "expert records found in RAM",
+           (double)st.hits);
+    metric("waste_expert_cache_misses_total", "counter", "expert records read from disk",
+           (double)st.misses);
+    metric("waste_expert_bytes_read_total", "counter", "bytes of expert records read",
+           (double)st.bytes_read);
     metric("waste_prefix_snapshots", "gauge", "conversation snapshots kept for reuse",
            (double)worker_->prefix_cache().size());
   }
@@ -202,16 +212,18 @@ void Api::metrics(const http::Request&, std::shared_ptr<http::ResponseWriter> w)
 
 void Api::enqueue(Job job, const std::shared_ptr<http::ResponseWriter>& w) {
   if (!job.params.model.empty() && job.params.model != model_id_)
-    throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'",
-                                    job.params.model, model_id_),
+    throw ApiError(404,
+                   fmt::format("the model '{}' does not exist; this server serves '{}'",
+                               job.params.model, model_id_),
                    "model", "model_not_found");
   int64_t room = opt_.ctx - (int64_t)job.prompt.size();
   if (room < 1 || (job.params.max_tokens && *job.params.max_tokens > room))
-    throw ApiError(400,
-                   fmt::format("this model's context holds {} tokens; the prompt has {} and {} more "
-                               "were asked for",
-                               opt_.ctx, job.prompt.size(), job.params.max_tokens.value_or(1)),
-                   "messages", "context_length_exceeded");
+    throw ApiError(
+        400,
+        fmt::format("this model's context holds {} tokens; the prompt has {} and {} more "
+                    "were asked for",
+                    opt_.ctx, job.prompt.size(), job.params.max_tokens.value_or(1)),
+        "messages", "context_length_exceeded");
   job.max_new = std::min(job.params.max_tokens.value_or(opt_.default_max_tokens), room);
   job.header.created = unix_now();
   job.header.model = model_id_;
@@ -248,8 +260,9 @@ void Api::chat(const http::Request& r, std::shared_ptr<http::ResponseWriter> w) 
     job.thinking = p.thinking;
     enqueue(std::move(job), w);
   } catch (const ApiError& e) {
-    send_error(w, e, e.status == 429 ? std::map<std::string, std::string>{{"Retry-After", "2"}}
-                                     : std::map<std::string, std::string>{});
+    send_error(w, e,
+               e.status == 429 ? std::map<std::string, std::string>{{"Retry-After", "2"}}
+                               : std::map<std::string, std::string>{});
   }
 }
 
@@ -270,8 +283,9 @@ void Api::completions(const http::Request& r, std::shared_ptr<http::ResponseWrit
     if (job.prompt.empty()) throw ApiError(400, "the prompt is empty", "prompt");
     enqueue(std::move(job), w);
   } catch (const ApiError& e) {
-    send_error(w, e, e.status == 429 ? std::map<std::string, std::string>{{"Retry-After", "2"}}
-                                     : std::map<std::string, std::string>{});
+    send_error(w, e,
+               e.status == 429 ? std::map<std::string, std::string>{{"Retry-After", "2"}}
+                               : std::map<std::string, std::string>{});
   }
 }
 

@@ -10,8 +10,9 @@ namespace waste {
 ChatFormat::ChatFormat(const Container& c, const Tokenizer& tok, ChatDefaults defaults)
     : tok_(tok), defaults_(std::move(defaults)) {
   bool k3_markers = tok.find_special("<|open|>") && tok.find_special("<|sep|>");
-  bool im_markers = std::all_of(kimi_linear_markers().begin(), kimi_linear_markers().end(),
-                                [&](std::string_view m) { return tok.find_special(m).has_value(); });
+  bool im_markers =
+      std::all_of(kimi_linear_markers().begin(), kimi_linear_markers().end(),
+                  [&](std::string_view m) { return tok.find_special(m).has_value(); });
   family_ = k3_markers ? ChatFamily::kK3 : im_markers ? ChatFamily::kKimiLinear : ChatFamily::kRaw;
   for (const char* end : {"<|end_of_msg|>", "<|im_end|>"})
     if (auto id = tok.find_special(end)) end_ids_.push_back(*id);
@@ -22,9 +23,12 @@ ChatFormat::ChatFormat(const Container& c, const Tokenizer& tok, ChatDefaults de
 
 const char* ChatFormat::family_name() const {
   switch (family_) {
-    case ChatFamily::kK3: return "k3";
-    case ChatFamily::kKimiLinear: return "kimi-linear";
-    case ChatFamily::kRaw: return "raw";
+    case ChatFamily::kK3:
+      return "k3";
+    case ChatFamily::kKimiLinear:
+      return "kimi-linear";
+    case ChatFamily::kRaw:
+      return "raw";
   }
   return "?";
 }

@@ -80,7 +80,8 @@ int cmd_bench(int argc, char** argv) {
 
   // Floor 1: the disk at the record size, with as many readers as the store uses.
   int disk_reads = (int)a.get_int("--disk-reads", 64, 1, 1 << 20);
-  DiskBench disk = measure_record_reads(*m.container, disk_reads, std::max(1, mo.store.io_threads), 7);
+  DiskBench disk =
+      measure_record_reads(*m.container, disk_reads, std::max(1, mo.store.io_threads), 7);
 
   // The measured run: decode under the planned budget, then prefill.
   DecodeRun run = decode(*m.model, n, nullptr);
@@ -97,8 +98,8 @@ int cmd_bench(int argc, char** argv) {
   double resident_s = 0;
   if (!a.has("--no-resident")) {
     ModelOptions ro = mo;
-    ro.store.cache_bytes = (uint64_t)n * cfg.top_k * m.container->manifest().banks.size() *
-                           m.plan.record_bytes;
+    ro.store.cache_bytes =
+        (uint64_t)n * cfg.top_k * m.container->manifest().banks.size() * m.plan.record_bytes;
     Model resident(*m.container, ro);
     decode(resident, n, &run.tokens);
     resident_s = decode(resident, n, &run.tokens).seconds;
@@ -125,7 +126,8 @@ int cmd_bench(int argc, char** argv) {
   w.key("achieved_read_gbps").value((double)run.stats.bytes_read / run.seconds / 1e9);
   w.key("wait_seconds_per_token").value(run.stats.wait_seconds / n);
   w.key("lookahead_accuracy")
-      .value(run.lookahead.predicted ? (double)run.lookahead.correct / run.lookahead.predicted : 0.0);
+      .value(run.lookahead.predicted ? (double)run.lookahead.correct / run.lookahead.predicted
+                                     : 0.0);
   w.key("disk_gbps").value(disk.gbps());
   w.key("floor_io_seconds_per_token").value(io_floor);
   w.key("floor_compute_seconds_per_token").value(compute_floor);
@@ -140,16 +142,21 @@ int cmd_bench(int argc, char** argv) {
              1e3 * per_token, n);
   if (p > 0) fmt::print("prefill  {:.2f} tok/s over {} tokens\n", p / prefill_s, p);
   fmt::print("cache    {} = {} records, hit rate {:.1f}%, {:.1f} MB read per token\n",
-             human_bytes(m.budget.cache_bytes), m.budget.cache_bytes / std::max<uint64_t>(m.plan.record_bytes, 1),
+             human_bytes(m.budget.cache_bytes),
+             m.budget.cache_bytes / std::max<uint64_t>(m.plan.record_bytes, 1),
              demands ? 100.0 * run.stats.hits / demands : 0.0, bytes_per_token / 1e6);
-  fmt::print("reads    {:.2f} GB/s achieved; disk floor {:.2f} GB/s ({} random records, {} readers)\n",
-             (double)run.stats.bytes_read / run.seconds / 1e9, disk.gbps(), disk.reads,
-             std::max(1, mo.store.io_threads));
+  fmt::print(
+      "reads    {:.2f} GB/s achieved; disk floor {:.2f} GB/s ({} random records, {} readers)\n",
+      (double)run.stats.bytes_read / run.seconds / 1e9, disk.gbps(), disk.reads,
+      std::max(1, mo.store.io_threads));
   fmt::print("lookahead {:.1f}% of {} predictions right\n",
              run.lookahead.predicted ? 100.0 * run.lookahead.correct / run.lookahead.predicted : 0,
              run.lookahead.predicted);
-  fmt::print("floor    {:.1f} ms/token (I/O {:.1f}, resident compute {:.1f}); decode at {:.0f}% of floor\n",
-             1e3 * floor, 1e3 * io_floor, 1e3 * compute_floor, per_token > 0 ? 100 * floor / per_token : 0);
+  fmt::print(
+      "floor    {:.1f} ms/token (I/O {:.1f}, resident compute {:.1f}); decode at {:.0f}% of "
+      "floor\n",
+      1e3 * floor, 1e3 * io_floor, 1e3 * compute_floor,
+      per_token > 0 ? 100 * floor / per_token : 0);
   return 0;
 }
 

@@ -29,9 +29,11 @@ int cmd_cachesim(int argc, char** argv) {
   w.begin_object().key("tokens").value((int64_t)t.size()).key("records").value(records);
   w.key("results").begin_array();
   if (!a.has("--json"))
-    fmt::print("{} tokens, {} layers x {} experts = {} records\n{:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
-               t.size(), t[0].size(), experts, records, "cache %", "slots", "lru", "lfru", "lfu",
-               "lrfu", "optimal");
+    fmt::print(
+        "{} tokens, {} layers x {} experts = {} records\n{:>8} {:>7} {:>8} {:>8} {:>8} {:>8} "
+        "{:>8}\n",
+        t.size(), t[0].size(), experts, records, "cache %", "slots", "lru", "lfru", "lfu", "lrfu",
+        "optimal");
   for (double pct : percents) {
     int slots = (int)(records * pct / 100.0);
     int need = 0;
@@ -46,9 +48,8 @@ int cmd_cachesim(int argc, char** argv) {
     for (int i = 0; i < 4; i++) w.key(policy_name(ps[i])).value(rates[i]);
     w.key("optimal").value(rates[4]).end_object();
     if (!a.has("--json"))
-      fmt::print("{:>7.1f}% {:>7} {:>7.1f}% {:>7.1f}% {:>7.1f}% {:>7.1f}% {:>7.1f}%\n", pct,
-                 slots, 100 * rates[0], 100 * rates[1], 100 * rates[2], 100 * rates[3],
-                 100 * rates[4]);
+      fmt::print("{:>7.1f}% {:>7} {:>7.1f}% {:>7.1f}% {:>7.1f}% {:>7.1f}% {:>7.1f}%\n", pct, slots,
+                 100 * rates[0], 100 * rates[1], 100 * rates[2], 100 * rates[3], 100 * rates[4]);
   }
   if (a.has("--json")) fmt::print("{}\n", w.end_array().end_object().str());
   return 0;

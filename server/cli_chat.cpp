@@ -33,9 +33,11 @@ void catch_up(Model& m, ChatState& st, const std::vector<int32_t>& prompt) {
 void print_stats(const LoadedModel& m, const ChatState& st) {
   ExpertStats s = m.model->expert_stats();
   const LookaheadStats& la = m.model->lookahead_stats();
-  fmt::print("position {} of {}; expert cache: {} hits, {} misses, {:.1f} MB read; lookahead {}/{} right\n",
-             st.session.pos(), st.session.ctx(), s.hits, s.misses, s.bytes_read / 1e6, la.correct,
-             la.predicted);
+  fmt::print(
+      "position {} of {}; expert cache: {} hits, {} misses, {:.1f} MB read; lookahead {}/{} "
+      "right\n",
+      st.session.pos(), st.session.ctx(), s.hits, s.misses, s.bytes_read / 1e6, la.correct,
+      la.predicted);
 }
 
 }  // namespace
@@ -53,7 +55,8 @@ int cmd_chat(int argc, char** argv) {
   if (a.has("--seed")) sp.seed = (uint64_t)a.get_int("--seed", 0, 0, INT64_MAX);
   Sampler sampler(sp, m.model->config().vocab);
   int64_t max_new = a.get_int("-n", 512, 1, 1 << 20);
-  ChatState st{ChatRequest{}, m.model->new_session(m.plan.ctx), std::vector<float>(m.model->config().vocab)};
+  ChatState st{ChatRequest{}, m.model->new_session(m.plan.ctx),
+               std::vector<float>(m.model->config().vocab)};
   if (auto sys = a.get("--system")) st.conversation.messages.push_back({Role::kSystem, *sys});
   fmt::print("waste chat: {} ({} format). /stats, /save FILE, /load FILE, /quit\n",
              a.positional()[0], format.family_name());

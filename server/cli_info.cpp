@@ -72,9 +72,11 @@ void print_info(const Container& c, const ModelSummary& s) {
   std::string formats;
   for (auto& [f, n] : s.trunk_formats) formats += fmt::format(" {} x{}", f, n);
   fmt::print("  trunk         {} tensors:{}\n", c.manifest().trunk.size(), formats);
-  fmt::print("  files         {} in {} files\n", human_bytes(s.container_bytes), s.file_bytes.size());
+  fmt::print("  files         {} in {} files\n", human_bytes(s.container_bytes),
+             s.file_bytes.size());
   for (auto& [f, n] : s.file_bytes)
-    if (f.rfind("experts-L", 0) != 0) fmt::print("                  {:<16} {}\n", f, human_bytes(n));
+    if (f.rfind("experts-L", 0) != 0)
+      fmt::print("                  {:<16} {}\n", f, human_bytes(n));
   const MemoryPlan& p = s.plan;
   fmt::print("  RAM floor     {} at ctx {} (trunk {}, state {}, scratch {}, experts {})\n",
              human_bytes(p.floor_bytes), p.ctx, human_bytes(p.trunk_bytes),
@@ -86,8 +88,8 @@ void print_info(const Container& c, const ModelSummary& s) {
   fmt::print("  working set   {} of experts per token ({} per record)\n",
              human_bytes(p.working_set_bytes), human_bytes(p.record_bytes));
   fmt::print("  side files    tokenizer {}, {} specials, vision {}, chat {}\n",
-             c.tokenizer_path() ? "yes" : "no", c.specials().size(),
-             c.vision_json() ? "yes" : "no", c.chat_json() ? "yes" : "no");
+             c.tokenizer_path() ? "yes" : "no", c.specials().size(), c.vision_json() ? "yes" : "no",
+             c.chat_json() ? "yes" : "no");
 }
 
 std::string one_model(const Args& a) {

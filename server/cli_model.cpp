@@ -8,10 +8,13 @@
 
 namespace waste::cli {
 
-const std::set<std::string> kModelValuedFlags = {
-    "--threads", "--chunk", "--ids", "--ctx", "--budget", "--lookahead", "--io-threads", "--policy"};
+const std::set<std::string> kModelValuedFlags = {"--threads",    "--chunk",  "--ids",
+                                                 "--ctx",        "--budget", "--lookahead",
+                                                 "--io-threads", "--policy"};
 
-int64_t context_length(const Args& a) { return a.get_int("--ctx", 4096, 1, int64_t{1} << 24); }
+int64_t context_length(const Args& a) {
+  return a.get_int("--ctx", 4096, 1, int64_t{1} << 24);
+}
 
 std::optional<uint64_t> requested_budget(const Args& a) {
   if (auto b = a.get("--budget")) return parse_bytes(*b);
@@ -52,7 +55,8 @@ std::vector<int32_t> prompt_ids(const LoadedModel& m, const Args& a) {
     size_t at = 0;
     while (at <= ids->size()) {
       size_t comma = ids->find(',', at);
-      std::string item = ids->substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      std::string item =
+          ids->substr(at, comma == std::string::npos ? std::string::npos : comma - at);
       size_t used = 0;
       long long v = -1;
       try {

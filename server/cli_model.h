@@ -33,7 +33,7 @@ std::vector<int32_t> prompt_ids(const LoadedModel& m, const Args& a);
 
 std::string decode_text(const LoadedModel& m, const std::vector<int32_t>& ids);
 
-int64_t context_length(const Args& a);             // --ctx, default 4096
+int64_t context_length(const Args& a);                    // --ctx, default 4096
 std::optional<uint64_t> requested_budget(const Args& a);  // --budget
 
 // Flags the model-running commands all accept.

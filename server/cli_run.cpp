@@ -34,7 +34,8 @@ void write_stats(JsonWriter& w, const LoadedModel& m, size_t prompt, size_t gene
   w.key("hits").value(st.hits).key("misses").value(st.misses);
   w.key("bytes_read").value(st.bytes_read).key("read_seconds").value(st.read_seconds);
   w.key("wait_seconds").value(st.wait_seconds).key("prefetched").value(st.prefetched);
-  w.key("slots").value((int64_t)m.budget.cache_bytes / (int64_t)std::max<uint64_t>(m.plan.record_bytes, 1));
+  w.key("slots").value((int64_t)m.budget.cache_bytes /
+                       (int64_t)std::max<uint64_t>(m.plan.record_bytes, 1));
   w.end_object();
   w.key("lookahead").begin_object();
   w.key("predicted").value(la.predicted).key("correct").value(la.correct);
@@ -137,9 +138,12 @@ int cmd_eval(int argc, char** argv) {
     w.begin_object().key("top").begin_array();
     for (int64_t i = 0; i < k; i++)
       w.begin_object()
-          .key("id").value(order[i])
-          .key("logit").value((double)logits[order[i]])
-          .key("prob").value(std::exp(logits[order[i]] - mx) / z)
+          .key("id")
+          .value(order[i])
+          .key("logit")
+          .value((double)logits[order[i]])
+          .key("prob")
+          .value(std::exp(logits[order[i]] - mx) / z)
           .end_object();
     w.end_array();
     write_stats(w, m, prompt.size(), 0, prefill_s, 0);

@@ -75,10 +75,11 @@ int cmd_serve(int argc, char** argv) {
   Api api(opt);
   api.register_routes(server);
   server.start();
-  spdlog::info("listening on http://{}:{} (try: curl http://{}:{}/v1/chat/completions -H "
-               "'Content-Type: application/json' -d '{{\"messages\":[{{\"role\":\"user\",\"content\":"
-               "\"Hello\"}}]}}')",
-               opt.host, server.port(), opt.host, server.port());
+  spdlog::info(
+      "listening on http://{}:{} (try: curl http://{}:{}/v1/chat/completions -H "
+      "'Content-Type: application/json' -d '{{\"messages\":[{{\"role\":\"user\",\"content\":"
+      "\"Hello\"}}]}}')",
+      opt.host, server.port(), opt.host, server.port());
   api.start_loading([](const std::string&) { kill(getpid(), SIGTERM); });
   int sig = 0;
   sigwait(&stop_signals, &sig);

@@ -35,7 +35,8 @@ std::vector<SpecialToken> read_specials_file(const std::string& path) {
   }
   const PyJson* added = root.find("added_tokens_decoder");
   if (!added || added->type != PyJson::Type::kObject)
-    fail("{}: neither a specials array nor a tokenizer_config.json with added_tokens_decoder", path);
+    fail("{}: neither a specials array nor a tokenizer_config.json with added_tokens_decoder",
+         path);
   for (const PyMember& m : added->members) {
     const PyJson* content = m.value.find("content");
     if (!content || content->type != PyJson::Type::kString)
@@ -53,7 +54,8 @@ std::unique_ptr<Tokenizer> open_tokenizer(const Args& a, size_t model_index) {
     if (auto sp = a.get("--specials")) specials = read_specials_file(*sp);
     return std::make_unique<Tokenizer>(*t, specials);
   }
-  if (a.positional().size() <= model_index) throw UsageFailure{"expected MODEL or --tokenizer FILE"};
+  if (a.positional().size() <= model_index)
+    throw UsageFailure{"expected MODEL or --tokenizer FILE"};
   OpenOptions o;
   o.load_trunk = false;
   auto c = Container::open(a.positional()[model_index], o);
@@ -61,7 +63,9 @@ std::unique_ptr<Tokenizer> open_tokenizer(const Args& a, size_t model_index) {
   return std::make_unique<Tokenizer>(*c->tokenizer_path(), c->specials());
 }
 
-std::string read_stdin() { return std::string(std::istreambuf_iterator<char>(std::cin), {}); }
+std::string read_stdin() {
+  return std::string(std::istreambuf_iterator<char>(std::cin), {});
+}
 
 void ids_json(JsonWriter& w, const std::vector<int>& ids) {
   w.key("token_ids").begin_array();
@@ -92,7 +96,8 @@ int cmd_tokenize(int argc, char** argv) {
 }
 
 int cmd_render(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--tokenizer", "--specials", "--effort"}, {"--no-thinking", "--no-generation-prompt"});
+  Args a(argc, argv, 2, {"--tokenizer", "--specials", "--effort"},
+         {"--no-thinking", "--no-generation-prompt"});
   auto tok = open_tokenizer(a, 0);
   ChatRequest req = parse_chat_request(read_stdin());
   std::vector<Segment> segments;

@@ -36,7 +36,9 @@ EngineWorker::EngineWorker(Model& model, const Tokenizer& tok, const ChatFormat*
   thread_ = std::thread([this] { loop(); });
 }
 
-EngineWorker::~EngineWorker() { stop(); }
+EngineWorker::~EngineWorker() {
+  stop();
+}
 
 bool EngineWorker::submit(Job job) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -64,8 +66,9 @@ void EngineWorker::stop() {
   }
   cv_.notify_all();
   for (Job& j : left)
-    j.out->send(503, "application/json",
-                http::error_body("the server is shutting down", "server_error", "", "shutting_down"));
+    j.out->send(
+        503, "application/json",
+        http::error_body("the server is shutting down", "server_error", "", "shutting_down"));
   if (thread_.joinable()) thread_.join();
 }
 
@@ -95,26 +98,33 @@ void EngineWorker::run(Job& job) {
     return;
   }
   GenerationResult r;
+  std::unique_ptr<Generation> g;
   try {
-    Generation g(model_, tok_, chat_, cache_, opt_, job);
-    r = g.run();
+    g = std::make_unique<Generation>(model_, tok_, chat_, cache_, opt_, job);
+    r = g->run();
   } catch (const std::exception& e) {
     counters_.failed++;
     spdlog::error("{} failed: {}", job.id, e.what());
     report_failure(job, e.what());
     return;
   }
+  count(r);
+  g->deliver();
+  spdlog::info(
+      "{} {} tokens in ({} cached), {} out, queue {:.2f} s, prefill {:.2f} s, decode {:.2f} s{}",
+      job.id, r.usage.prompt_tokens, r.usage.cached_tokens, r.usage.completion_tokens, queued,
+      r.prefill_seconds, r.decode_seconds,
+      r.cancelled ? ", cancelled: client gone" : ", finish " + r.finish_reason);
+}
+
+// Counted before the answer goes out, so a client that reads /metrics after its response sees it.
+void EngineWorker::count(const GenerationResult& r) {
   counters_.prompt_tokens += (uint64_t)r.usage.prompt_tokens;
   counters_.completion_tokens += (uint64_t)r.usage.completion_tokens;
   counters_.cached_tokens += (uint64_t)r.usage.cached_tokens;
   counters_.prefill_micros += (uint64_t)(r.prefill_seconds * 1e6);
   counters_.decode_micros += (uint64_t)(r.decode_seconds * 1e6);
   if (r.cancelled) counters_.cancelled++;
-  spdlog::info(
-      "{} {} tokens in ({} cached), {} out, queue {:.2f} s, prefill {:.2f} s, decode {:.2f} s{}",
-      job.id, r.usage.prompt_tokens, r.usage.cached_tokens, r.usage.completion_tokens, queued,
-      r.prefill_seconds, r.decode_seconds,
-      r.cancelled ? ", cancelled: client gone" : ", finish " + r.finish_reason);
 }
 
 }  // namespace waste

@@ -25,6 +25,8 @@
 
 namespace waste {
 
+struct GenerationResult;
+
 struct Job {
   std::string id;
   bool chat = true;  // chat.completion vs text_completion
@@ -71,6 +73,7 @@ class EngineWorker {
  private:
   void loop();
   void run(Job& job);
+  void count(const GenerationResult& r);
 
   Model& model_;
   const Tokenizer& tok_;

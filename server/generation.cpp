@@ -100,8 +100,12 @@ void Generation::on_reasoning(const std::string& text) {
 void Generation::on_events(const std::vector<ReplyEvent>& events) {
   for (const ReplyEvent& e : events) {
     switch (e.kind) {
-      case ReplyEvent::Kind::kReasoning: on_reasoning(e.text); break;
-      case ReplyEvent::Kind::kContent: on_text(e.text); break;
+      case ReplyEvent::Kind::kReasoning:
+        on_reasoning(e.text);
+        break;
+      case ReplyEvent::Kind::kContent:
+        on_text(e.text);
+        break;
       case ReplyEvent::Kind::kToolCallStart: {
         message_.tool_calls.push_back({e.id, e.name, ""});
         open_tool_ = (int)e.tool_index;
@@ -123,7 +127,8 @@ void Generation::on_events(const std::vector<ReplyEvent>& events) {
         break;
       }
       case ReplyEvent::Kind::kToolCallEnd:
-      case ReplyEvent::Kind::kEnd: break;
+      case ReplyEvent::Kind::kEnd:
+        break;
     }
   }
 }
@@ -141,8 +146,9 @@ void Generation::finish(const std::string& reason) {
   if (reason == "stop" && !message_.tool_calls.empty()) result_.finish_reason = "tool_calls";
   const Usage& u = result_.usage;
   if (!job_.params.stream) {
-    std::string body = job_.chat ? chat_completion_json(job_.header, message_, result_.finish_reason, u)
-                                 : completion_json(job_.header, completion_text_, result_.finish_reason, u);
+    std::string body =
+        job_.chat ? chat_completion_json(job_.header, message_, result_.finish_reason, u)
+                  : completion_json(job_.header, completion_text_, result_.finish_reason, u);
     job_.out->send(200, "application/json", std::move(body));
     return;
   }
@@ -204,9 +210,15 @@ GenerationResult Generation::run() {
   result_.usage.completion_tokens = (int64_t)generated.size();
   if (!result_.cancelled) {
     cache_.put(s);
-    finish(reason);
+    reason_ = reason;
+    result_.finish_reason = reason;
+    if (reason == "stop" && !message_.tool_calls.empty()) result_.finish_reason = "tool_calls";
   }
   return result_;
+}
+
+void Generation::deliver() {
+  if (!result_.cancelled) finish(reason_);
 }
 
 }  // namespace waste

@@ -25,7 +25,10 @@ class Generation {
  public:
   Generation(Model& m, const Tokenizer& tok, const ChatFormat* chat, PrefixCache& cache,
              const WorkerOptions& opt, Job& job);
+  // Prefill and decode; the answer is not sent yet, so the caller can count it first.
   GenerationResult run();
+  // Sends the answer (the final chunks or the whole body) unless the client went away.
+  void deliver();
 
  private:
   bool prefill(Session& s, std::vector<float>& logits);
@@ -53,6 +56,7 @@ class Generation {
   int open_tool_ = -1;
   std::chrono::steady_clock::time_point last_write_;
   GenerationResult result_;
+  std::string reason_;
 };
 
 }  // namespace waste

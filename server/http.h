@@ -13,9 +13,9 @@
 namespace waste::http {
 
 struct Request {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // target without the query string
-  std::string query;   // after '?', undecoded
+  std::string method;                          // "GET", "POST", ...
+  std::string path;                            // target without the query string
+  std::string query;                           // after '?', undecoded
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   std::string remote;  // peer address, for logs
@@ -47,8 +47,8 @@ using Handler = std::function<void(const Request&, std::shared_ptr<ResponseWrite
 struct Options {
   std::string host = "127.0.0.1";
   int port = 8000;
-  uint64_t max_body_bytes = 32u << 20;  // larger bodies get 413 before they are read whole
-  std::string api_key;                   // when set, paths under /v1/ need "Authorization: Bearer"
+  uint64_t max_body_bytes = 32u << 20;    // larger bodies get 413 before they are read whole
+  std::string api_key;                    // when set, paths under /v1/ need "Authorization: Bearer"
   std::vector<std::string> cors_origins;  // empty: no CORS headers; "*" allows any origin
   int io_threads = 2;
 };

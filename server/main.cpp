@@ -33,7 +33,8 @@ const Command kCommands[] = {
      "waste chat MODEL [--system TEXT] [-n N] [--temp T] [--seed S] [--no-thinking] [--threads N] "
      "[--ctx N] [--budget B]"},
     {"tokenize", waste::cli::cmd_tokenize,
-     "waste tokenize (MODEL | --tokenizer FILE [--specials FILE]) TEXT [--json]   (TEXT - reads stdin)"},
+     "waste tokenize (MODEL | --tokenizer FILE [--specials FILE]) TEXT [--json]   (TEXT - reads "
+     "stdin)"},
     {"render", waste::cli::cmd_render,
      "waste render (MODEL | --tokenizer FILE [--specials FILE]) [--no-thinking] [--effort E] "
      "[--no-generation-prompt] < request.json"},

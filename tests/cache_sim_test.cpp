@@ -26,7 +26,8 @@ TEST(CacheSim, ReadsTheRealTrace) {
 
 TEST(CacheSim, OptimalBoundsEveryPolicyAndHitsGrowWithSize) {
   const RoutingTrace& t = trace();
-  for (CachePolicy p : {CachePolicy::kLru, CachePolicy::kLfru, CachePolicy::kLfu, CachePolicy::kLrfu}) {
+  for (CachePolicy p :
+       {CachePolicy::kLru, CachePolicy::kLfru, CachePolicy::kLfu, CachePolicy::kLrfu}) {
     double prev = -1;
     for (int slots : {100, 400, 1600}) {
       SimResult r = simulate_policy(t, slots, p);
@@ -57,7 +58,8 @@ TEST(CacheSim, RefusesACacheSmallerThanOneLayer) {
 
 TEST(CacheSim, BadTraceLinesAreNamed) {
   test::TempDir d;
-  test::write_file(d / "t.jsonl", "{\"tok\":0,\"layers\":[[1,2]]}\n{\"tok\":1,\"layers\":[[1,\"x\"]]}\n");
+  test::write_file(d / "t.jsonl",
+                   "{\"tok\":0,\"layers\":[[1,2]]}\n{\"tok\":1,\"layers\":[[1,\"x\"]]}\n");
   try {
     read_routing_trace((d / "t.jsonl").string());
     FAIL();

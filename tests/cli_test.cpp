@@ -13,7 +13,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string waste_cmd(const std::string& args) { return test::waste_binary().string() + " " + args; }
+std::string waste_cmd(const std::string& args) {
+  return test::waste_binary().string() + " " + args;
+}
 
 TEST(Cli, SynthInfoVerifyRoundTrip) {
   test::TempDir d;
@@ -68,7 +70,8 @@ TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
 // `waste render` and `waste tokenize` on the real K3 tokenizer reproduce the release's encoder.
 TEST(Cli, RenderAndTokenizeMatchTheReleaseGoldens) {
   std::string k3 = (test::shared_dir() / "fixtures/k3").string();
-  std::string tok = " --tokenizer " + k3 + "/tiktoken.model --specials " + k3 + "/tokenizer_config.json";
+  std::string tok =
+      " --tokenizer " + k3 + "/tiktoken.model --specials " + k3 + "/tokenizer_config.json";
   simdjson::dom::parser gp;
   simdjson::dom::element golden = gp.load(k3 + "/render_golden.json").value();
   simdjson::dom::array cases = golden["cases"].get_array().value();
@@ -77,13 +80,16 @@ TEST(Cli, RenderAndTokenizeMatchTheReleaseGoldens) {
   std::string body = "{\"messages\":" + simdjson::minify(c["messages"]) + "}";
   test::write_file(d / "req.json", body);
   std::string out;
-  ASSERT_EQ(test::run_command(waste_cmd("render" + tok + " < " + (d / "req.json").string()), &out), 0) << out;
+  ASSERT_EQ(test::run_command(waste_cmd("render" + tok + " < " + (d / "req.json").string()), &out),
+            0)
+      << out;
   simdjson::dom::parser p;
   simdjson::dom::element r = p.parse(out).value();
   EXPECT_EQ(simdjson::minify(r["segments"]), simdjson::minify(c["segments"]));
   EXPECT_EQ(simdjson::minify(r["token_ids"]), simdjson::minify(c["token_ids"]));
 
-  ASSERT_EQ(test::run_command(waste_cmd("tokenize" + tok + " 'Hello <|open|>' --json"), &out), 0) << out;
+  ASSERT_EQ(test::run_command(waste_cmd("tokenize" + tok + " 'Hello <|open|>' --json"), &out), 0)
+      << out;
   simdjson::dom::parser tp;
   simdjson::dom::array ids = tp.parse(out).value()["token_ids"].get_array().value();
   EXPECT_GT(ids.size(), 2u);  // text mode: the special-token string is spelled out, not one id

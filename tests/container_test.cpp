@@ -174,11 +174,11 @@ TEST_F(ContainerTest, DamagedHeaderFieldsAreNamed) {
     uint64_t off;
     std::string bytes, field;
   };
-  for (const Case& k : {Case{0, "X", "magic"}, Case{4, "\x07", "field layer"},
-                        Case{6, "\x03", "expert_id"}, Case{8, "\x09", "fmt"},
-                        Case{10, "\x05", "codebook_id"}, Case{12, "\x01", "lowrank_id"},
-                        Case{16, "\x63", "rec_4k_blocks"}, Case{24, "\x01", "up_off"},
-                        Case{32, "\x02", "chan_corr_off"}}) {
+  for (const Case& k :
+       {Case{0, "X", "magic"}, Case{4, "\x07", "field layer"}, Case{6, "\x03", "expert_id"},
+        Case{8, "\x09", "fmt"}, Case{10, "\x05", "codebook_id"}, Case{12, "\x01", "lowrank_id"},
+        Case{16, "\x63", "rec_4k_blocks"}, Case{24, "\x01", "up_off"},
+        Case{32, "\x02", "chan_corr_off"}}) {
     fs::path p = scratch_.path() / ("h" + std::to_string(k.off));
     fs::copy(kl(), p, fs::copy_options::recursive);
     uint64_t stride = Container::open(p, {false})->bank(3).stride();

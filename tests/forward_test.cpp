@@ -29,8 +29,9 @@ Reference run_reference(const fs::path& model, const std::vector<int32_t>& ids, 
   test::TempDir d;
   std::string list;
   for (int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
-  std::string cmd = "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/waste_ref.py").string() +
-                    " " + model.string() + " --ids " + list + " --logits-out " +
+  std::string cmd = "/usr/bin/python3 " +
+                    (test::source_dir() / "scripts/reference/waste_ref.py").string() + " " +
+                    model.string() + " --ids " + list + " --logits-out " +
                     (d / "logits.f64").string() + " --greedy " + std::to_string(greedy) + " --json";
   std::string out;
   int rc = test::run_command(cmd, &out);

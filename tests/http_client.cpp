@@ -47,7 +47,8 @@ void send_all(int fd, const std::string& s) {
 }
 
 std::string request_text(const std::string& method, const std::string& path,
-                         const std::string& body, const std::map<std::string, std::string>& headers) {
+                         const std::string& body,
+                         const std::map<std::string, std::string>& headers) {
   std::string r = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
   bool has_type = false;
   for (auto& [k, v] : headers) {
@@ -87,7 +88,8 @@ std::vector<std::string> HttpResponse::events() const {
 }
 
 HttpResponse http_request(int port, const std::string& method, const std::string& path,
-                          const std::string& body, const std::map<std::string, std::string>& headers) {
+                          const std::string& body,
+                          const std::map<std::string, std::string>& headers) {
   int fd = connect_loopback(port);
   send_all(fd, request_text(method, path, body, headers));
   std::string raw;
@@ -103,7 +105,8 @@ HttpResponse http_request(int port, const std::string& method, const std::string
   size_t line = head.find("\r\n");
   while (line != std::string::npos) {
     size_t next = head.find("\r\n", line + 2);
-    std::string h = head.substr(line + 2, next == std::string::npos ? std::string::npos : next - line - 2);
+    std::string h =
+        head.substr(line + 2, next == std::string::npos ? std::string::npos : next - line - 2);
     size_t colon = h.find(':');
     if (colon != std::string::npos) {
       std::string k = h.substr(0, colon);
@@ -129,7 +132,8 @@ std::string http_request_then_hang_up(int port, const std::string& path, const s
   return raw;
 }
 
-Daemon::Daemon(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+Daemon::Daemon(const std::vector<std::string>& args,
+               const std::map<std::string, std::string>& env) {
   int p[2];
   if (pipe(p) != 0) throw std::runtime_error("pipe");
   pid_ = fork();

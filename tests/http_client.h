@@ -12,7 +12,7 @@ namespace waste::test {
 struct HttpResponse {
   int status = 0;
   std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;                           // de-chunked
+  std::string body;                            // de-chunked
   // Server-sent events: the data of each "data:" line, in order.
   std::vector<std::string> events() const;
 };

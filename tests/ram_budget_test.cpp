@@ -56,7 +56,8 @@ TEST(Budget, ParsesSizes) {
   EXPECT_EQ(parse_bytes("1.5GiB"), 3 * G / 2);
   EXPECT_EQ(parse_bytes("512M"), 512ull << 20);
   EXPECT_EQ(parse_bytes("4096"), 4096u);
-  for (const char* bad : {"", "G", "-1G", "12Q", "nan", "1e30G"}) EXPECT_THROW(parse_bytes(bad), UsageError) << bad;
+  for (const char* bad : {"", "G", "-1G", "12Q", "nan", "1e30G"})
+    EXPECT_THROW(parse_bytes(bad), UsageError) << bad;
 }
 
 TEST(UsableMemory, HonoursTheSmallestCgroupLimitV2AndV1) {

@@ -63,7 +63,9 @@ test::TempDir* ServerTest::dir_ = nullptr;
 const char* kHello =
     R"({"messages":[{"role":"user","content":"hello world"}],"max_tokens":8,"temperature":0})";
 
-std::string_view str(simdjson::dom::element e) { return e.get_string().value(); }
+std::string_view str(simdjson::dom::element e) {
+  return e.get_string().value();
+}
 
 TEST_F(ServerTest, ChatCompletionNonStreamingAndStreamingAgree) {
   auto d = start({kl()});
@@ -120,8 +122,9 @@ TEST_F(ServerTest, CompletionsModelsHealthAndMetrics) {
   EXPECT_EQ(str(parse(h.body)["status"]), "ok");
   HttpResponse mt = http_request(d->port(), "GET", "/metrics");
   EXPECT_EQ(mt.status, 200);
-  for (const char* name : {"waste_ready 1", "waste_requests_total 1", "waste_completion_tokens_total 5",
-                           "waste_expert_cache_misses_total", "waste_queue_depth 0"})
+  for (const char* name :
+       {"waste_ready 1", "waste_requests_total 1", "waste_completion_tokens_total 5",
+        "waste_expert_cache_misses_total", "waste_queue_depth 0"})
     EXPECT_NE(mt.body.find(name), std::string::npos) << name << "\n" << mt.body;
 }
 
@@ -136,12 +139,15 @@ TEST_F(ServerTest, ErrorsHaveOpenAIShapeAndStatus) {
   for (size_t i = 0; i < long_prompt.size(); i += 2) long_prompt[i] = ' ';
   const Case cases[] = {
       {"{not json", 400, "not valid JSON"},
-      {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400, "\"param\":\"temperature\""},
+      {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400,
+       "\"param\":\"temperature\""},
       {R"({"messages":[{"role":"wizard","content":"hi"}]})", 400, "messages[0].role"},
       {R"({"messages":[{"role":"user","content":"hi"}],"n":2})", 400, "\"param\":\"n\""},
       {R"({"model":"gpt-4","messages":[{"role":"user","content":"hi"}]})", 404, "model_not_found"},
-      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1000})", 400, "context_length_exceeded"},
-      {R"({"messages":[{"role":"user","content":")" + long_prompt + R"("}]})", 400, "context_length_exceeded"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1000})", 400,
+       "context_length_exceeded"},
+      {R"({"messages":[{"role":"user","content":")" + long_prompt + R"("}]})", 400,
+       "context_length_exceeded"},
       {std::string(5000, ' '), 413, "error"},
   };
   for (const Case& k : cases) {
@@ -157,8 +163,12 @@ TEST_F(ServerTest, ErrorsHaveOpenAIShapeAndStatus) {
 TEST_F(ServerTest, ApiKeyGuardsV1ButNotHealth) {
   auto d = start({kl()}, {{"WASTE_API_KEY", "sekret"}});
   EXPECT_EQ(http_request(d->port(), "GET", "/v1/models").status, 401);
-  EXPECT_EQ(http_request(d->port(), "GET", "/v1/models", "", {{"Authorization", "Bearer nope"}}).status, 401);
-  EXPECT_EQ(http_request(d->port(), "GET", "/v1/models", "", {{"Authorization", "Bearer sekret"}}).status, 200);
+  EXPECT_EQ(
+      http_request(d->port(), "GET", "/v1/models", "", {{"Authorization", "Bearer nope"}}).status,
+      401);
+  EXPECT_EQ(
+      http_request(d->port(), "GET", "/v1/models", "", {{"Authorization", "Bearer sekret"}}).status,
+      200);
   EXPECT_EQ(http_request(d->port(), "GET", "/health").status, 200);
 }
 
@@ -166,11 +176,13 @@ TEST_F(ServerTest, FullQueueAnswers429WithRetryAfter) {
   auto d = start({kl(), "--queue", "0"});
   int slow_status = 0;
   std::thread slow([&] {
-    slow_status = http_request(d->port(), "POST", "/v1/chat/completions", long_request(1500, false)).status;
+    slow_status =
+        http_request(d->port(), "POST", "/v1/chat/completions", long_request(1500, false)).status;
   });
   bool busy = false;
   for (int i = 0; i < 300 && !busy; i++) {
-    busy = http_request(d->port(), "GET", "/health").body.find("\"busy\":true") != std::string::npos;
+    busy =
+        http_request(d->port(), "GET", "/health").body.find("\"busy\":true") != std::string::npos;
     if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_TRUE(busy);
@@ -186,13 +198,14 @@ TEST_F(ServerTest, FullQueueAnswers429WithRetryAfter) {
 
 TEST_F(ServerTest, ClientThatHangsUpCancelsItsRequest) {
   auto d = start({kl()});
-  std::string got =
-      test::http_request_then_hang_up(d->port(), "/v1/chat/completions", long_request(4000, true), 300);
+  std::string got = test::http_request_then_hang_up(d->port(), "/v1/chat/completions",
+                                                    long_request(4000, true), 300);
   EXPECT_NE(got.find("data: "), std::string::npos);
   bool cancelled = false;
   for (int i = 0; i < 300 && !cancelled; i++) {
-    cancelled = http_request(d->port(), "GET", "/metrics").body.find("waste_requests_cancelled_total 1") !=
-                std::string::npos;
+    cancelled =
+        http_request(d->port(), "GET", "/metrics").body.find("waste_requests_cancelled_total 1") !=
+        std::string::npos;
     if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(cancelled);
@@ -205,7 +218,9 @@ TEST_F(ServerTest, ConcurrentClientsAllGetAnswers) {
   std::vector<int> status(4);
   std::vector<std::thread> ts;
   for (int i = 0; i < 4; i++)
-    ts.emplace_back([&, i] { status[i] = http_request(d->port(), "POST", "/v1/chat/completions", kHello).status; });
+    ts.emplace_back([&, i] {
+      status[i] = http_request(d->port(), "POST", "/v1/chat/completions", kHello).status;
+    });
   for (auto& t : ts) t.join();
   for (int s : status) EXPECT_EQ(s, 200);
 }
@@ -229,7 +244,8 @@ TEST_F(ServerTest, SecondTurnReusesThePrefixAndMatchesAColdRun) {
   HttpResponse t1 = http_request(warm->port(), "POST", "/v1/chat/completions", kHello);
   ASSERT_EQ(t1.status, 200);
   std::string reply(str(parse(t1.body)["choices"].at(0)["message"]["content"]));
-  std::string turn2 = R"({"messages":[{"role":"user","content":"hello world"},{"role":"assistant","content":)";
+  std::string turn2 =
+      R"({"messages":[{"role":"user","content":"hello world"},{"role":"assistant","content":)";
   turn2 += "\"\"";  // the reply's text is noise; any assistant text makes a second turn
   turn2 += R"(},{"role":"user","content":"and again"}],"max_tokens":8,"temperature":0})";
   HttpResponse t2 = http_request(warm->port(), "POST", "/v1/chat/completions", turn2);
@@ -243,7 +259,8 @@ TEST_F(ServerTest, SecondTurnReusesThePrefixAndMatchesAColdRun) {
   ASSERT_EQ(c2.status, 200);
   auto jc = parse(c2.body);
   EXPECT_EQ(int64_t(jc["usage"]["prompt_tokens_details"]["cached_tokens"]), 0);
-  EXPECT_EQ(str(jc["choices"].at(0)["message"]["content"]), str(j2["choices"].at(0)["message"]["content"]));
+  EXPECT_EQ(str(jc["choices"].at(0)["message"]["content"]),
+            str(j2["choices"].at(0)["message"]["content"]));
   (void)reply;
 }
 
@@ -288,7 +305,9 @@ TEST_F(ServerTest, BadOptionsAreRefusedAtStart) {
   EXPECT_NE(out.find("unknown option --frobnicate"), std::string::npos) << out;
   test::TempDir d;
   test::write_file(d / "c.json", R"({"port": 8123, "colour": "blue"})");
-  EXPECT_EQ(test::run_command(test::waste_binary().string() + " serve --config " + (d / "c.json").string(), &out), 2);
+  EXPECT_EQ(test::run_command(
+                test::waste_binary().string() + " serve --config " + (d / "c.json").string(), &out),
+            2);
   EXPECT_NE(out.find("unknown option 'colour'"), std::string::npos) << out;
 }
 

@@ -10,9 +10,15 @@
 
 namespace waste::test {
 
-std::filesystem::path shared_dir() { return WASTE_SHARED_DIR; }
-std::filesystem::path source_dir() { return WASTE_SOURCE_DIR; }
-std::filesystem::path waste_binary() { return WASTE_BINARY; }
+std::filesystem::path shared_dir() {
+  return WASTE_SHARED_DIR;
+}
+std::filesystem::path source_dir() {
+  return WASTE_SOURCE_DIR;
+}
+std::filesystem::path waste_binary() {
+  return WASTE_BINARY;
+}
 
 TempDir::TempDir() {
   std::random_device rd;
