@@ -72,10 +72,11 @@ void ExpertStore::read_into(int slot, int layer, int expert, std::unique_lock<st
 void ExpertStore::reader_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    job_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    job_cv_.wait(lock, [&] { return stop_ || !jobs_.empty() || !spec_jobs_.empty(); });
     if (stop_) return;
-    Job j = jobs_.front();
-    jobs_.pop_front();
+    std::deque<Job>& q = jobs_.empty() ? spec_jobs_ : jobs_;
+    Job j = q.front();
+    q.pop_front();
     read_into(j.slot, j.layer, j.expert, lock);
   }
 }
@@ -96,7 +97,8 @@ int ExpertStore::claim(int layer, int expert, std::unique_lock<std::mutex>& lock
 }
 
 void ExpertStore::fetch(int layer, std::span<const int> experts,
-                        const std::function<void(size_t, const ExpertView&)>& fn) {
+                        const std::function<void(size_t, const ExpertView&)>& fn, int next_layer,
+                        std::span<const int> next) {
   const ExpertBank& bank = c_.bank(layer);
   for (int e : experts)
     if (e < 0 || e >= bank.entry().experts)
@@ -106,11 +108,12 @@ void ExpertStore::fetch(int layer, std::span<const int> experts,
   const size_t window = std::max<size_t>(1, (size_t)cache_.n_slots() / 2);
   for (size_t first = 0; first < experts.size(); first += window)
     fetch_window(layer, experts.subspan(first, std::min(window, experts.size() - first)), first,
-                 fn);
+                 fn, first == 0 ? next_layer : -1, next);
 }
 
 void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t first,
-                               const std::function<void(size_t, const ExpertView&)>& fn) {
+                               const std::function<void(size_t, const ExpertView&)>& fn,
+                               int next_layer, std::span<const int> next) {
   const ExpertBank& bank = c_.bank(layer);
   const size_t n = experts.size();
   std::vector<int> slot(n, -1);
@@ -135,6 +138,7 @@ void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t f
     slot[i] = s;
     cache_.pin(s);  // held until this layer is done with it
   }
+  if (next_layer >= 0) prefetch_locked(next_layer, next);  // after the demands: they go first
   job_cv_.notify_all();
   auto release = [&] {
     for (int s : slot)
@@ -177,8 +181,12 @@ void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t f
 }
 
 void ExpertStore::prefetch(int layer, std::span<const int> experts) {
-  if (readers_.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
+  prefetch_locked(layer, experts);
+}
+
+void ExpertStore::prefetch_locked(int layer, std::span<const int> experts) {
+  if (readers_.empty()) return;
   const int keep_free = c_.config().top_k;  // a demand must always find room
   for (int e : experts) {
     if (cache_.find(ExpertCache::key(layer, e)) >= 0) continue;
@@ -190,7 +198,7 @@ void ExpertStore::prefetch(int layer, std::span<const int> experts) {
     speculative_[s] = 1;
     cache_.pin(s);
     stats_.prefetched++;
-    jobs_.push_back({s, layer, e});
+    spec_jobs_.push_back({s, layer, e});
   }
   job_cv_.notify_all();
 }

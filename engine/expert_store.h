@@ -46,8 +46,11 @@ class ExpertStore {
 
   // Calls fn(i, view) once for each experts[i], in arrival order, on the calling thread. Throws
   // IoError/FormatError naming the layer and expert when a record cannot be read.
+  // `next` (experts of `next_layer` likely to be demanded soon) are prefetched as soon as this
+  // layer's own reads are queued, so they arrive while this layer computes.
   void fetch(int layer, std::span<const int> experts,
-             const std::function<void(size_t, const ExpertView&)>& fn);
+             const std::function<void(size_t, const ExpertView&)>& fn, int next_layer = -1,
+             std::span<const int> next = {});
 
   // Starts speculative reads of records likely to be demanded soon, without evicting anything
   // the current layer uses. Never blocks on I/O.
@@ -64,7 +67,9 @@ class ExpertStore {
   };
 
   void fetch_window(int layer, std::span<const int> experts, size_t first,
-                    const std::function<void(size_t, const ExpertView&)>& fn);
+                    const std::function<void(size_t, const ExpertView&)>& fn, int next_layer,
+                    std::span<const int> next);
+  void prefetch_locked(int layer, std::span<const int> experts);
   void reader_loop();
   void read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock);
   // Under mu_: a slot bound to (layer, expert), waiting for in-flight reads to free one.
@@ -81,7 +86,8 @@ class ExpertStore {
 
   mutable std::mutex mu_;
   std::condition_variable job_cv_, done_cv_;
-  std::deque<Job> jobs_;
+  std::deque<Job> jobs_;        // demanded records: always read first
+  std::deque<Job> spec_jobs_;   // speculative (lookahead) reads
   std::vector<std::thread> readers_;
   int in_flight_ = 0;  // reads queued or running
   bool stop_ = false;

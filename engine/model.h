@@ -61,7 +61,7 @@ class Model {
   void dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out);
   void moe(int layer, int64_t T, const float* u, float* out);
   void logits_of(const float* x, float* logits);
-  void predict_next(int layer, const float* u);
+  std::vector<int> predict_next(int layer, const float* u);
 
   const Container& c_;
   ModelOptions opt_;

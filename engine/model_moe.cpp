@@ -73,6 +73,8 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
       lookahead_.correct += std::count(routes[0].ids.begin(), routes[0].ids.end(), e);
     predicted_.clear();
   }
+  // The next layer's likely experts, read behind this layer's own so they arrive while it computes.
+  std::vector<int> next = T == 1 ? predict_next(layer, u) : std::vector<int>{};
 
   std::vector<float> xi_buf;
   const float* xi = u;
@@ -121,9 +123,7 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
         });
       }
     }
-  });
-
-  if (T == 1) predict_next(layer, u);
+  }, layer + 1, next);
 
   std::vector<float> sum(T * width, 0.0f);
   for (int64_t t = 0; t < T; t++) {
@@ -150,12 +150,12 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   (void)E;
 }
 
-// Runs the next layer's (resident) router on this layer's MoE input and prefetches its likely
-// experts while this layer finishes. The real router still decides.
-void Model::predict_next(int layer, const float* u) {
+// Runs the next layer's (resident) router on this layer's MoE input: its likely experts, to be
+// prefetched. The real router still decides.
+std::vector<int> Model::predict_next(int layer, const float* u) {
   const ModelConfig& c = config();
   int next = layer + 1;
-  if (opt_.lookahead <= 0 || next >= c.n_layers || !w_.layers[next].moe) return;
+  if (opt_.lookahead <= 0 || next >= c.n_layers || !w_.layers[next].moe) return {};
   const MoeWeights& w = w_.layers[next].moe_w;
   std::vector<float> logits(c.n_experts);
   cp_.linear(w.router, u, 1, logits.data());
@@ -170,7 +170,7 @@ void Model::predict_next(int layer, const float* u) {
   });
   predicted_.assign(order.begin(), order.begin() + n);
   lookahead_.predicted += (uint64_t)n;
-  store_->prefetch(next, predicted_);
+  return predicted_;
 }
 
 }  // namespace waste
