@@ -258,6 +258,11 @@ void Api::chat(const http::Request& r, std::shared_ptr<http::ResponseWriter> w) 
     job.prompt = std::move(p.ids);
     job.boundary = p.boundary;
     job.thinking = p.thinking;
+    try {
+      job.forced = chat_->forced_tool_call(req, p.thinking);
+    } catch (const UsageError& e) {
+      throw ApiError(400, e.what(), "tool_choice");
+    }
     enqueue(std::move(job), w);
   } catch (const ApiError& e) {
     send_error(w, e,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/error.h"
 #include "prompt_templates/k3_template.h"
 #include "prompt_templates/kimi_linear_template.h"
 
@@ -64,6 +65,21 @@ RenderedPrompt ChatFormat::render(const ChatRequest& r) const {
     p.thinking = k3_thinking(r, o);
   }
   return p;
+}
+
+std::vector<int32_t> ChatFormat::forced_tool_call(const ChatRequest& r, bool thinking) const {
+  if (family_ != ChatFamily::kK3 || r.tool_choice.kind != ToolChoice::Kind::kNamed) return {};
+  const std::string& name = r.tool_choice.name;
+  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789_-.") != std::string::npos)
+    fail<UsageError>("tool_choice.function.name: '{}' is not a valid function name", name);
+  // Leave the think channel (if the prompt opened it) and the response channel, open the call.
+  std::string markup = thinking ? "<|close|>think<|sep|><|open|>response<|sep|>" : "";
+  markup += "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"" + name +
+            "\" index=\"1\"<|sep|>";
+  std::vector<int32_t> ids;
+  for (int id : tok_.encode_markup(markup)) ids.push_back(id);
+  return ids;
 }
 
 std::unique_ptr<ReplyParser> ChatFormat::parser(bool thinking, uint64_t seed) const {

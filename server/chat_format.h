@@ -37,6 +37,10 @@ class ChatFormat {
   // Throws UsageError naming the field the format cannot carry.
   RenderedPrompt render(const ChatRequest& r) const;
   std::unique_ptr<ReplyParser> parser(bool thinking, uint64_t seed) const;
+  // For tool_choice naming a function (K3): the tokens that open that call, which the server
+  // writes in the model's place so the reply is that call; the model writes the arguments.
+  // Empty when the request names no function or the format has no tool calls.
+  std::vector<int32_t> forced_tool_call(const ChatRequest& r, bool thinking) const;
   // Ids that end the assistant's turn.
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
 

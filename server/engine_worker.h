@@ -33,6 +33,7 @@ struct Job {
   std::vector<int32_t> prompt;
   size_t boundary = 0;  // snapshot point inside the prompt (0 = none)
   bool thinking = false;
+  std::vector<int32_t> forced;  // reply tokens written in the model's place (a named tool call)
   GenerationParams params;
   int64_t max_new = 0;  // tokens to generate at most
   ResponseHeader header;

@@ -186,12 +186,14 @@ GenerationResult Generation::run() {
   std::vector<int32_t> generated;
   const auto& ends = chat_ ? chat_->end_ids() : std::vector<int32_t>{};
   std::string reason = "length";
+  size_t forced = 0;
   while ((int64_t)generated.size() < job_.max_new) {
     if (job_.out->closed()) {
       result_.cancelled = true;
       break;
     }
-    int32_t id = sampler_.sample(logits, generated);
+    int32_t id =
+        forced < job_.forced.size() ? job_.forced[forced++] : sampler_.sample(logits, generated);
     generated.push_back(id);
     bool end = std::find(ends.begin(), ends.end(), id) != ends.end() ||
                (model_.config().eos_token_id > 0 && id == model_.config().eos_token_id);

@@ -288,7 +288,7 @@ TEST_F(ServerTest, EngineFailureMidStreamEndsTheStreamCleanly) {
   EXPECT_EQ(plain.status, 500) << plain.body;
 }
 
-TEST_F(ServerTest, OfficialOpenAINodeSdkChatsStreamsAndSendsTools) {
+TEST_F(ServerTest, OfficialOpenAINodeSdkChatsStreamsAndCallsTools) {
   auto d = start({k3(), "--api-key", "test-key"});
   std::string out;
   std::string cmd = "node " + (test::source_dir() / "tests/e2e/openai_sdk.mjs").string() +

@@ -60,4 +60,33 @@ const withTools = await client.chat.completions.create({
   max_tokens: 4,
 });
 assert.ok(["length", "stop", "tool_calls"].includes(withTools.choices[0].finish_reason));
+
+// A named tool_choice: the reply is a call of that function (its arguments come from the model,
+// which here is noise, so only their JSON form is checked).
+const named = { type: "function", function: { name: "get_weather" } };
+const forced = await client.chat.completions.create({
+  model, messages: [{ role: "user", content: "Weather in Paris?" }], tools, tool_choice: named,
+  max_tokens: 80,
+});
+const call = forced.choices[0].message.tool_calls?.[0];
+assert.ok(call, JSON.stringify(forced));
+assert.equal(call.type, "function");
+assert.equal(call.function.name, "get_weather");
+assert.match(call.id, /^call_/);
+assert.equal(typeof JSON.parse(call.function.arguments), "object");
+
+const forcedStream = await client.chat.completions.create({
+  model, messages: [{ role: "user", content: "Weather in Paris?" }], tools, tool_choice: named,
+  max_tokens: 80, stream: true,
+});
+const deltas = [];
+for await (const chunk of forcedStream)
+  for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) deltas.push(tc);
+assert.ok(deltas.length >= 1, "tool-call deltas");
+assert.equal(deltas[0].index, 0);
+assert.match(deltas[0].id, /^call_/);
+assert.equal(deltas[0].function.name, "get_weather");
+for (const d of deltas.slice(1)) assert.equal(d.id, undefined, "id only in the first delta");
+const args = deltas.map((d) => d.function?.arguments ?? "").join("");
+assert.equal(typeof JSON.parse(args), "object", args);
 console.log("openai sdk: ok");
