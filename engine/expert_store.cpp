@@ -1,4 +1,5 @@
 #include "engine/expert_store.h"
+#include "engine/stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,16 +7,6 @@
 #include "engine/error.h"
 
 namespace waste {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
 
 ExpertStore::ExpertStore(const Container& c, const StoreOptions& opt)
     : c_(c), opt_(opt), cache_(0, opt.policy) {
@@ -50,7 +41,7 @@ ExpertStats ExpertStore::stats() const {
 // Reads without holding the lock; the slot is pinned and kReading, so nobody else touches it.
 void ExpertStore::read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock) {
   lock.unlock();
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   std::string err;
   try {
     if (!buf_[slot]) buf_[slot] = std::make_unique<AlignedBuffer>(stride_, false);
@@ -58,7 +49,7 @@ void ExpertStore::read_into(int slot, int layer, int expert, std::unique_lock<st
   } catch (const std::exception& e) {
     err = e.what();
   }
-  double dt = since(t0);
+  double dt = seconds_since(t0);
   lock.lock();
   stats_.read_seconds += dt;
   stats_.bytes_read += stride_;
@@ -107,8 +98,8 @@ void ExpertStore::fetch(int layer, std::span<const int> experts,
   // leave room for the rest of the cache to keep working.
   const size_t window = std::max<size_t>(1, (size_t)cache_.n_slots() / 2);
   for (size_t first = 0; first < experts.size(); first += window)
-    fetch_window(layer, experts.subspan(first, std::min(window, experts.size() - first)), first,
-                 fn, first == 0 ? next_layer : -1, next);
+    fetch_window(layer, experts.subspan(first, std::min(window, experts.size() - first)), first, fn,
+                 first == 0 ? next_layer : -1, next);
 }
 
 void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t first,
@@ -147,13 +138,13 @@ void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t f
   try {
     for (size_t delivered = 0; delivered < n; delivered++) {
       size_t pick = n;
-      auto t0 = Clock::now();
+      auto t0 = SteadyClock::now();
       done_cv_.wait(lock, [&] {
         for (size_t i = 0; i < n && pick == n; i++)
           if (!done[i] && (sync_read[i] || state_[slot[i]] != State::kReading)) pick = i;
         return pick < n;
       });
-      stats_.wait_seconds += since(t0);
+      stats_.wait_seconds += seconds_since(t0);
       if (sync_read[pick]) read_into(slot[pick], layer, experts[pick], lock);
       if (state_[slot[pick]] == State::kFailed) {
         std::string msg = error_[slot[pick]];

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "engine/disk_bench.h"
+#include "engine/stopwatch.h"
 #include "protocol/json_writer.h"
 #include "server/cli_commands.h"
 #include "server/cli_model.h"
@@ -14,12 +15,6 @@
 namespace waste::cli {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::vector<int32_t> bench_prompt(int n, int vocab) {
   std::vector<int32_t> ids;
@@ -43,7 +38,7 @@ DecodeRun decode(Model& m, int n, const std::vector<int32_t>* follow) {
   int32_t tok = follow ? (*follow)[0] : 1;
   ExpertStats before = m.expert_stats();
   LookaheadStats la_before = m.lookahead_stats();
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   for (int i = 0; i < n; i++) {
     r.tokens.push_back(tok);
     m.forward(s, std::span<const int32_t>(&tok, 1), logits.data());
@@ -51,7 +46,7 @@ DecodeRun decode(Model& m, int n, const std::vector<int32_t>* follow) {
               ? (*follow)[i + 1]
               : (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
-  r.seconds = since(t0);
+  r.seconds = seconds_since(t0);
   ExpertStats after = m.expert_stats();
   r.stats = after;
   r.stats.hits -= before.hits;
@@ -88,9 +83,9 @@ int cmd_bench(int argc, char** argv) {
   double prefill_s = 0;
   if (p > 0) {
     Session s = m.model->new_session(p + 1);
-    auto t0 = Clock::now();
+    auto t0 = SteadyClock::now();
     m.model->forward(s, bench_prompt(p, cfg.vocab), nullptr);
-    prefill_s = since(t0);
+    prefill_s = seconds_since(t0);
   }
 
   // Floor 2: the same tokens with every expert they touch resident (a second pass over a cache

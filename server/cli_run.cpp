@@ -8,6 +8,7 @@
 
 #include "engine/atomic_file.h"
 #include "engine/sampler.h"
+#include "engine/stopwatch.h"
 #include "protocol/json_writer.h"
 #include "server/cli_commands.h"
 #include "server/cli_model.h"
@@ -15,10 +16,6 @@
 namespace waste::cli {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void write_stats(JsonWriter& w, const LoadedModel& m, size_t prompt, size_t generated,
                  double prefill_s, double decode_s) {
@@ -72,14 +69,14 @@ int cmd_run(int argc, char** argv) {
   Session s = m.model->new_session(m.plan.ctx);
   std::vector<float> logits(m.model->config().vocab);
 
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = SteadyClock::now();
   m.model->forward(s, prompt, logits.data());
   double prefill_s = seconds_since(t0);
   std::vector<int32_t> out;
   std::unique_ptr<StreamDecoder> dec;
   if (m.tokenizer && !a.has("--json")) dec = std::make_unique<StreamDecoder>(*m.tokenizer);
   int64_t eos = m.model->config().eos_token_id;
-  t0 = std::chrono::steady_clock::now();
+  t0 = SteadyClock::now();
   while ((int64_t)out.size() < n) {
     int id = sampler.sample(logits, out);
     out.push_back(id);
@@ -119,7 +116,7 @@ int cmd_eval(int argc, char** argv) {
   int vocab = m.model->config().vocab;
   Session s = m.model->new_session(m.plan.ctx);
   std::vector<float> logits(vocab);
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = SteadyClock::now();
   m.model->forward(s, prompt, logits.data());
   double prefill_s = seconds_since(t0);
   if (auto path = a.get("--dump-logits"))

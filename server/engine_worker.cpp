@@ -1,4 +1,5 @@
 #include "server/engine_worker.h"
+#include "engine/stopwatch.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,12 +9,6 @@
 namespace waste {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // An engine failure: a JSON 500 before the response started, else an error event that ends the
 // stream cleanly.
@@ -45,7 +40,7 @@ bool EngineWorker::submit(Job job) {
   // The limit counts requests waiting behind the running one; an idle worker takes one at once.
   bool idle = !busy_ && queue_.empty();
   if (stop_ || (!idle && queue_.size() >= opt_.queue_limit)) return false;
-  job.enqueued = Clock::now();
+  job.enqueued = SteadyClock::now();
   queue_.push_back(std::move(job));
   cv_.notify_one();
   return true;
@@ -91,7 +86,7 @@ void EngineWorker::loop() {
 
 void EngineWorker::run(Job& job) {
   counters_.requests++;
-  double queued = since(job.enqueued);
+  double queued = seconds_since(job.enqueued);
   if (job.out->closed()) {
     counters_.cancelled++;
     spdlog::info("{} cancelled while queued ({:.2f} s)", job.id, queued);

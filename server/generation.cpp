@@ -1,20 +1,11 @@
 #include "server/generation.h"
+#include "engine/stopwatch.h"
 
 #include <algorithm>
 
 #include "engine/error.h"
 
 namespace waste {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
 
 Generation::Generation(Model& m, const Tokenizer& tok, const ChatFormat* chat, PrefixCache& cache,
                        const WorkerOptions& opt, Job& job)
@@ -26,7 +17,7 @@ Generation::Generation(Model& m, const Tokenizer& tok, const ChatFormat* chat, P
       job_(job),
       sampler_(job.params.sampler, m.config().vocab),
       stops_(job.params.stop),
-      last_write_(Clock::now()) {
+      last_write_(SteadyClock::now()) {
   if (job.chat && chat)
     parser_ = chat->parser(job.thinking, sampler_.seed());
   else
@@ -47,13 +38,13 @@ bool Generation::feed(Session& s, size_t from, size_t to, float* logits) {
 }
 
 bool Generation::keep_alive() {
-  if (!job_.params.stream || Clock::now() - last_write_ < opt_.keepalive) return true;
-  last_write_ = Clock::now();
+  if (!job_.params.stream || SteadyClock::now() - last_write_ < opt_.keepalive) return true;
+  last_write_ = SteadyClock::now();
   return job_.out->comment("prefill in progress");
 }
 
 bool Generation::prefill(Session& s, std::vector<float>& logits) {
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   const size_t n = job_.prompt.size();
   if (auto snap = cache_.longest_prefix(job_.prompt)) s = std::move(*snap);
   result_.usage.cached_tokens = s.pos();
@@ -64,12 +55,12 @@ bool Generation::prefill(Session& s, std::vector<float>& logits) {
     at = job_.boundary;
   }
   if (!feed(s, at, n, logits.data())) return false;
-  result_.prefill_seconds = since(t0);
+  result_.prefill_seconds = seconds_since(t0);
   return true;
 }
 
 bool Generation::write_chunk(const ChatDelta& d) {
-  last_write_ = Clock::now();
+  last_write_ = SteadyClock::now();
   return job_.out->event(chat_chunk_json(job_.header, d));
 }
 
@@ -182,7 +173,7 @@ GenerationResult Generation::run() {
     result_.cancelled = true;
     return result_;
   }
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   std::vector<int32_t> generated;
   const auto& ends = chat_ ? chat_->end_ids() : std::vector<int32_t>{};
   std::string reason = "length";
@@ -208,7 +199,7 @@ GenerationResult Generation::run() {
     if ((int64_t)generated.size() >= job_.max_new || s.room() == 0) break;
     model_.forward(s, std::span<const int32_t>(&generated.back(), 1), logits.data());
   }
-  result_.decode_seconds = since(t0);
+  result_.decode_seconds = seconds_since(t0);
   result_.usage.completion_tokens = (int64_t)generated.size();
   if (!result_.cancelled) {
     cache_.put(s);
