@@ -28,8 +28,10 @@ std::string random_id(const char* prefix) {
   return fmt::format("{}{:016x}{:08x}", prefix, gen(), (uint32_t)gen());
 }
 
+// A 429 tells the client when to come back.
 void send_error(const std::shared_ptr<http::ResponseWriter>& w, const ApiError& e,
                 std::map<std::string, std::string> extra = {}) {
+  if (e.status == 429) extra.emplace("Retry-After", "2");
   w->send(e.status, kJson, http::error_body(e.what(), e.type, e.param, e.code), extra);
 }
 
@@ -265,9 +267,7 @@ void Api::chat(const http::Request& r, std::shared_ptr<http::ResponseWriter> w) 
     }
     enqueue(std::move(job), w);
   } catch (const ApiError& e) {
-    send_error(w, e,
-               e.status == 429 ? std::map<std::string, std::string>{{"Retry-After", "2"}}
-                               : std::map<std::string, std::string>{});
+    send_error(w, e);
   }
 }
 
@@ -288,9 +288,7 @@ void Api::completions(const http::Request& r, std::shared_ptr<http::ResponseWrit
     if (job.prompt.empty()) throw ApiError(400, "the prompt is empty", "prompt");
     enqueue(std::move(job), w);
   } catch (const ApiError& e) {
-    send_error(w, e,
-               e.status == 429 ? std::map<std::string, std::string>{{"Retry-After", "2"}}
-                               : std::map<std::string, std::string>{});
+    send_error(w, e);
   }
 }
 

@@ -26,20 +26,8 @@ std::filesystem::path k3_dir() {
   return test::shared_dir() / "fixtures" / "k3";
 }
 
-// The release's added_tokens_decoder. Read with the Python-compatible parser: the file's
-// model_max_length (1e30 as a 31-digit int) is beyond what simdjson's DOM accepts.
-std::vector<SpecialToken> k3_specials() {
-  const PyJson config = py_loads(test::read_file(k3_dir() / "tokenizer_config.json"));
-  std::vector<SpecialToken> out;
-  for (const PyMember& m : config.find("added_tokens_decoder")->members) {
-    out.push_back({std::stoi(m.key), m.value.find("content")->text});
-  }
-  return out;
-}
-
 const Tokenizer& k3() {
-  static const Tokenizer tok(k3_dir() / "tiktoken.model", k3_specials());
-  return tok;
+  return test::k3_tokenizer();
 }
 
 // ⟨x⟩ marks markup, as in k3-release.md §5.11: a readable form for comparing whole renders.

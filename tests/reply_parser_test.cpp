@@ -29,20 +29,8 @@ std::filesystem::path k3_dir() {
   return test::shared_dir() / "fixtures" / "k3";
 }
 
-// The release's added_tokens_decoder (read with the Python-compatible parser: the file's
-// 31-digit model_max_length is beyond simdjson's DOM).
-std::vector<SpecialToken> k3_specials() {
-  const PyJson config = py_loads(test::read_file(k3_dir() / "tokenizer_config.json"));
-  std::vector<SpecialToken> out;
-  for (const PyMember& m : config.find("added_tokens_decoder")->members) {
-    out.push_back({std::stoi(m.key), m.value.find("content")->text});
-  }
-  return out;
-}
-
 const Tokenizer& k3() {
-  static const Tokenizer tok(k3_dir() / "tiktoken.model", k3_specials());
-  return tok;
+  return test::k3_tokenizer();
 }
 
 // Kimi-Linear's vocabulary: the same ranks with the K2-family chat tokens (k3-release.md §3).

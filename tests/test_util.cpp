@@ -1,5 +1,7 @@
 #include "tests/test_util.h"
 
+#include "prompt_templates/specials_file.h"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -18,6 +20,13 @@ std::filesystem::path source_dir() {
 }
 std::filesystem::path waste_binary() {
   return WASTE_BINARY;
+}
+
+const Tokenizer& k3_tokenizer() {
+  static const Tokenizer tok(
+      shared_dir() / "fixtures/k3/tiktoken.model",
+      read_specials_file((shared_dir() / "fixtures/k3/tokenizer_config.json").string()));
+  return tok;
 }
 
 TempDir::TempDir() {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include "engine/tokenizer.h"
+
 namespace waste::test {
 
 // ../shared (fixtures) and the source tree, as configured by CMake.
@@ -11,6 +13,10 @@ std::filesystem::path shared_dir();
 std::filesystem::path source_dir();
 // The `waste` executable under test.
 std::filesystem::path waste_binary();
+
+// The real K3 tokenizer from ../shared/fixtures/k3 (rank file and the release's specials),
+// loaded once per test program.
+const Tokenizer& k3_tokenizer();
 
 // A fresh folder under the build tree's temp area, removed when the object goes away.
 class TempDir {
