@@ -95,8 +95,29 @@ const std::vector<Option>& options() {
          o.effort = v;
        }},
       {{"--allow-remote-images", "WASTE_ALLOW_REMOTE_IMAGES", "allow_remote_images",
-        "accept http(s) image URLs (default: data: URLs only)"},
+        "reserved: fetching http(s) image URLs is not implemented, so they are refused either "
+        "way; send data: URLs"},
        [](ServeOptions& o, const std::string& v) { o.allow_remote_images = to_bool(v); }},
+      {{"--max-image-bytes", "WASTE_MAX_IMAGE_BYTES", "max_image_bytes",
+        "largest image file, checked before base64 decoding (default 20M)"},
+       [](ServeOptions& o, const std::string& v) {
+         o.max_image_bytes = parse_bytes(v);
+         if (o.max_image_bytes < 64) fail<UsageError>("must be at least 64 bytes");
+       }},
+      {{"--max-image-pixels", "WASTE_MAX_IMAGE_PIXELS", "max_image_pixels",
+        "largest image, width x height before decoding (default 40000000)"},
+       [](ServeOptions& o, const std::string& v) {
+         o.max_image_pixels = (uint64_t)to_int(v, 1, int64_t{16384} * 16384);
+       }},
+      {{"--max-images", "WASTE_MAX_IMAGES", "max_images", "images per request (default 8)"},
+       [](ServeOptions& o, const std::string& v) { o.max_images = (size_t)to_int(v, 0, 1024); }},
+      {{"--max-image-patches", "WASTE_MAX_IMAGE_PATCHES", "max_image_patches",
+        "patch budget per image, 4..65536 (default: the model's vision.json, 1024; tokens are "
+        "a quarter of the patches)"},
+       [](ServeOptions& o, const std::string& v) { o.max_image_patches = to_int(v, 4, 65536); }},
+      {{"--allow-tga-psd", "WASTE_ALLOW_TGA_PSD", "allow_tga_psd",
+        "also decode PSD and TGA (declared image/x-tga) images; stb's record on them is poor"},
+       [](ServeOptions& o, const std::string& v) { o.allow_tga_psd = to_bool(v); }},
       {{"--model-name", "WASTE_MODEL_NAME", "model_name", "model id in /v1/models"},
        [](ServeOptions& o, const std::string& v) { o.model_name = v; }},
       {{"--log-level", "WASTE_LOG_LEVEL", "log_level", "debug, info, warn or error"},

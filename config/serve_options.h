@@ -26,11 +26,16 @@ struct ServeOptions {
   int64_t max_tokens = 0;         // cap on max_tokens (0: the context is the cap)
   int64_t default_max_tokens = 4096;
   uint64_t snapshot_bytes = 2ull << 30;
-  std::vector<std::string> cors;  // allowed origins; "*" for any
-  bool thinking = true;           // K3: thinking when the request does not say
-  std::string effort = "max";     // K3: thinking effort when the request does not say
-  bool allow_remote_images = false;
-  std::string model_name;  // id reported by /v1/models; default: the folder name
+  std::vector<std::string> cors;         // allowed origins; "*" for any
+  bool thinking = true;                  // K3: thinking when the request does not say
+  std::string effort = "max";            // K3: thinking effort when the request does not say
+  bool allow_remote_images = false;      // reserved: remote fetching is not implemented
+  uint64_t max_image_bytes = 20u << 20;  // one image's file, i.e. a data URL after base64
+  uint64_t max_image_pixels = 40'000'000;
+  size_t max_images = 8;          // per request
+  int64_t max_image_patches = 0;  // per image; 0: the container's vision.json max_patches
+  bool allow_tga_psd = false;     // TGA (declared as image/x-tga) and PSD images
+  std::string model_name;         // id reported by /v1/models; default: the folder name
   std::string log_level = "info";
 };
 

@@ -13,6 +13,7 @@
 
 #include "engine/error.h"
 #include "engine/f16.h"
+#include "engine/file_read.h"
 #include "engine/json_fields.h"
 #include "engine/tensor_specs.h"
 
@@ -25,20 +26,6 @@ namespace {
 constexpr uint64_t kMaxManifestBytes = 64 << 20;
 constexpr uint64_t kMaxSideFileBytes = 64 << 20;
 constexpr uint32_t kCodebookHeaderBytes = 16;
-
-void read_at(int fd, void* dst, uint64_t n, uint64_t off, const std::string& what) {
-  uint8_t* p = static_cast<uint8_t*>(dst);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, n, (off_t)off);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      fail<IoError>("{}: read failed at offset {}: {}", what, off,
-                    r < 0 ? std::strerror(errno) : "unexpected end of file");
-    p += r;
-    n -= (uint64_t)r;
-    off += (uint64_t)r;
-  }
-}
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -161,8 +148,8 @@ void Container::load_trunk() {
     r.entry = &t;
     uint64_t pay = t.payload_bytes(), sc = t.scale_bytes();
     r.data.reset(new uint8_t[pay + sc + 64]);
-    read_at(fd, r.data.get(), pay, t.off, p.string());
-    if (sc) read_at(fd, r.data.get() + pay, sc, t.scale_off, p.string());
+    read_exact(fd, r.data.get(), pay, t.off, p.string());
+    if (sc) read_exact(fd, r.data.get() + pay, sc, t.scale_off, p.string());
     resident_[name] = std::move(r);
   }
   if (embed_on_disk_)
@@ -209,10 +196,10 @@ void Container::embedding_row(int64_t token, float* out) const {
   Matrix row{t.fmt, 1, hid, nullptr, nullptr};
   std::vector<uint8_t> buf((size_t)row.row_bytes() + (size_t)row.groups() * 2);
   std::string what = (dir_ / "trunk.bin").string();
-  read_at(embed_fd_, buf.data(), row.row_bytes(), t.off + (uint64_t)(token * row.row_bytes()),
-          what);
-  read_at(embed_fd_, buf.data() + row.row_bytes(), row.groups() * 2,
-          t.scale_off + (uint64_t)(token * row.groups() * 2), what);
+  read_exact(embed_fd_, buf.data(), row.row_bytes(), t.off + (uint64_t)(token * row.row_bytes()),
+             what);
+  read_exact(embed_fd_, buf.data() + row.row_bytes(), row.groups() * 2,
+             t.scale_off + (uint64_t)(token * row.groups() * 2), what);
   const uint8_t* q = buf.data();
   const uint8_t* sc = buf.data() + row.row_bytes();
   for (int64_t i = 0; i < hid; i++) {

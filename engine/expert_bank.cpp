@@ -78,13 +78,21 @@ ExpertBank::~ExpertBank() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void ExpertBank::read(int expert, uint8_t* buf) const {
+uint64_t ExpertBank::offset(int expert) const {
   if (expert < 0 || expert >= entry_.experts)
     fail<UsageError>("layer {}: expert id {} is out of range (0..{})", entry_.layer, expert,
                      entry_.experts - 1);
+  return (uint64_t)expert * geom_.stride;
+}
+
+void ExpertBank::read(int expert, uint8_t* buf) const {
   int err = 0;
-  uint64_t off = (uint64_t)expert * geom_.stride;
-  size_t got = pread_full(fd_, buf, geom_.stride, off, &err);
+  size_t got = pread_full(fd_, buf, geom_.stride, offset(expert), &err);
+  finish_read(expert, buf, got, err);
+}
+
+void ExpertBank::finish_read(int expert, const uint8_t* buf, size_t got, int err) const {
+  uint64_t off = offset(expert);
   if (err)
     fail<IoError>("expert {} of layer {}: read of {} bytes at offset {} of {} failed: {}", expert,
                   entry_.layer, geom_.stride, off, path_, std::strerror(err));

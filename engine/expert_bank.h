@@ -23,6 +23,12 @@ class ExpertBank {
   // a failed or short read and FormatError on a bad record, naming layer and expert.
   void read(int expert, uint8_t* buf) const;
 
+  // For readers that issue the I/O themselves (io_uring): where record `expert` lies, and the
+  // same checks read() makes once `got` bytes arrived (or errno `err` came back).
+  int fd() const { return fd_; }
+  uint64_t offset(int expert) const;
+  void finish_read(int expert, const uint8_t* buf, size_t got, int err) const;
+
   const RecordGeometry& geometry() const { return geom_; }
   const BankEntry& entry() const { return entry_; }
   bool direct_io() const { return direct_; }

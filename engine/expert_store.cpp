@@ -21,7 +21,10 @@ ExpertStore::ExpertStore(const Container& c, const StoreOptions& opt)
   state_.assign(cache_.n_slots(), State::kEmpty);
   error_.resize(cache_.n_slots());
   speculative_.assign(cache_.n_slots(), 0);
-  for (int i = 0; i < opt.io_threads; i++) readers_.emplace_back([this] { reader_loop(); });
+  if (opt.backend == IoBackend::kUring && opt.io_threads > 0)
+    readers_.emplace_back([this] { uring_loop(); });
+  else
+    for (int i = 0; i < opt.io_threads; i++) readers_.emplace_back([this] { reader_loop(); });
 }
 
 ExpertStore::~ExpertStore() {
@@ -51,7 +54,11 @@ void ExpertStore::read_into(int slot, int layer, int expert, std::unique_lock<st
   }
   double dt = seconds_since(t0);
   lock.lock();
-  stats_.read_seconds += dt;
+  complete(slot, dt, err);
+}
+
+void ExpertStore::complete(int slot, double seconds, const std::string& err) {
+  stats_.read_seconds += seconds;
   stats_.bytes_read += stride_;
   state_[slot] = err.empty() ? State::kReady : State::kFailed;
   in_flight_--;
@@ -60,14 +67,22 @@ void ExpertStore::read_into(int slot, int layer, int expert, std::unique_lock<st
   done_cv_.notify_all();
 }
 
+// Under mu_: the next queued read, demanded ones first.
+bool ExpertStore::next_job(Job& j) {
+  std::deque<Job>& q = jobs_.empty() ? spec_jobs_ : jobs_;
+  if (q.empty()) return false;
+  j = q.front();
+  q.pop_front();
+  return true;
+}
+
 void ExpertStore::reader_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     job_cv_.wait(lock, [&] { return stop_ || !jobs_.empty() || !spec_jobs_.empty(); });
     if (stop_) return;
-    std::deque<Job>& q = jobs_.empty() ? spec_jobs_ : jobs_;
-    Job j = q.front();
-    q.pop_front();
+    Job j;
+    next_job(j);
     read_into(j.slot, j.layer, j.expert, lock);
   }
 }

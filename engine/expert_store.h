@@ -21,9 +21,14 @@
 
 namespace waste {
 
+// How misses are read: reader threads each doing one blocking pread, or one thread keeping up to
+// io_threads reads in flight through io_uring (Linux); both issue one direct read per record.
+enum class IoBackend { kThreads, kUring };
+
 struct StoreOptions {
   uint64_t cache_bytes = 0;  // 0 = the minimum: one layer's experts, double-buffered
   int io_threads = 4;        // 0 = read synchronously on the compute thread (no read-ahead)
+  IoBackend backend = IoBackend::kThreads;  // measured: docs/PERFORMANCE.md
   CachePolicy policy = CachePolicy::kLrfu;  // best on the real routing trace
 };
 
@@ -71,7 +76,11 @@ class ExpertStore {
                     std::span<const int> next);
   void prefetch_locked(int layer, std::span<const int> experts);
   void reader_loop();
+  void uring_loop();  // expert_store_uring.cpp
+  bool next_job(Job& j);
   void read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock);
+  // Under mu_: publishes a finished read of `slot` (err empty on success).
+  void complete(int slot, double seconds, const std::string& err);
   // Under mu_: a slot bound to (layer, expert), waiting for in-flight reads to free one.
   int claim(int layer, int expert, std::unique_lock<std::mutex>& lock);
 
@@ -86,8 +95,8 @@ class ExpertStore {
 
   mutable std::mutex mu_;
   std::condition_variable job_cv_, done_cv_;
-  std::deque<Job> jobs_;        // demanded records: always read first
-  std::deque<Job> spec_jobs_;   // speculative (lookahead) reads
+  std::deque<Job> jobs_;       // demanded records: always read first
+  std::deque<Job> spec_jobs_;  // speculative (lookahead) reads
   std::vector<std::thread> readers_;
   int in_flight_ = 0;  // reads queued or running
   bool stop_ = false;

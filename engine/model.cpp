@@ -66,7 +66,8 @@ Session Model::new_session(int64_t ctx) const {
   return Session(config(), fingerprint_, ctx);
 }
 
-void Model::check_input(const Session& s, std::span<const int32_t> tokens) const {
+void Model::check_input(const Session& s, std::span<const int32_t> tokens,
+                        std::span<const EmbeddingOverride> embeds) const {
   if (s.model_fingerprint() != fingerprint_)
     fail<UsageError>("the session belongs to a different model");
   if (s.broken) fail<UsageError>("the session is unusable after a failed step; restore a snapshot");
@@ -78,15 +79,29 @@ void Model::check_input(const Session& s, std::span<const int32_t> tokens) const
   if ((int64_t)tokens.size() > s.room())
     fail<UsageError>("context length exceeded: {} tokens in the session + {} new > {}", s.pos(),
                      tokens.size(), s.ctx());
+  for (size_t i = 0; i < embeds.size(); i++) {
+    const EmbeddingOverride& e = embeds[i];
+    if (e.index < 0 || e.index >= (int64_t)tokens.size() || !e.row)
+      fail<UsageError>("embedding override {} names position {} of {} (or has no row)", i, e.index,
+                       tokens.size());
+    if (i > 0 && e.index <= embeds[i - 1].index)
+      fail<UsageError>("embedding overrides must be in increasing position order (index {})", i);
+  }
 }
 
-void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits) {
-  check_input(s, tokens);
+void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits,
+                    std::span<const EmbeddingOverride> embeds) {
+  check_input(s, tokens, embeds);
+  std::vector<EmbeddingOverride> local;  // one chunk's overrides, re-based to the chunk
+  size_t next = 0;
   try {
     for (size_t at = 0; at < tokens.size(); at += (size_t)opt_.chunk) {
       size_t n = std::min(tokens.size() - at, (size_t)opt_.chunk);
       bool last = at + n == tokens.size();
-      run_chunk(s, tokens.subspan(at, n), last ? logits : nullptr);
+      local.clear();
+      for (; next < embeds.size() && embeds[next].index < (int64_t)(at + n); next++)
+        local.push_back({embeds[next].index - (int64_t)at, embeds[next].row});
+      run_chunk(s, tokens.subspan(at, n), last ? logits : nullptr, local);
     }
   } catch (...) {
     s.broken = true;
@@ -108,7 +123,8 @@ void Model::ffn(int layer, Chunk& ch, const float* u, float* out) {
     dense_ffn(w_.layers[layer].dense, ch.T, u, out);
 }
 
-void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits) {
+void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,
+                      std::span<const EmbeddingOverride> embeds) {
   const ModelConfig& c = config();
   const int64_t T = (int64_t)tokens.size(), hid = c.hidden;
   const bool ar = c.attn_res_block > 0;
@@ -118,6 +134,8 @@ void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits
   ch.h.resize(T * hid);
   ch.a.resize(T * hid);
   for (int64_t t = 0; t < T; t++) c_.embedding_row(tokens[t], &ch.x[t * hid]);
+  for (const EmbeddingOverride& e : embeds)
+    std::copy(e.row, e.row + hid, ch.x.begin() + e.index * hid);
   auto each = [&](auto&& fn) {
     for (int64_t t = 0; t < T; t++) fn(t * hid);
   };

@@ -24,6 +24,14 @@ struct ModelOptions {
   StoreOptions store;
 };
 
+// A position whose input embedding the caller supplies instead of a row of the embedding table
+// (an image's tower output). `index` counts from the start of the tokens handed to forward();
+// `row` holds `hidden` floats and must stay valid for the call.
+struct EmbeddingOverride {
+  int64_t index = 0;
+  const float* row = nullptr;
+};
+
 // How well the next layer's router, run one layer early, predicted the real routing.
 struct LookaheadStats {
   uint64_t predicted = 0;  // experts prefetched on a prediction
@@ -47,13 +55,22 @@ class Model {
 
   // Feeds `tokens` after the session's history (in chunks) and writes the logits of the last
   // one (vocab floats) when `logits` is not null. Bad input (empty, ids out of range, no room)
-  // throws UsageError and leaves the session as it was.
-  void forward(Session& s, std::span<const int32_t> tokens, float* logits);
+  // throws UsageError and leaves the session as it was. `embeds` (strictly increasing indexes)
+  // replace the table rows of those positions; their token ids still enter the history. An empty
+  // list is the plain text path, bit for bit.
+  void forward(Session& s, std::span<const int32_t> tokens, float* logits,
+               std::span<const EmbeddingOverride> embeds = {});
+
+  // The compute threads, for work outside the layer stack (the vision tower) on the same thread
+  // that calls forward().
+  ThreadPool& pool() const { return *pool_; }
 
  private:
   struct Chunk;
-  void check_input(const Session& s, std::span<const int32_t> tokens) const;
-  void run_chunk(Session& s, std::span<const int32_t> tokens, float* logits);
+  void check_input(const Session& s, std::span<const int32_t> tokens,
+                   std::span<const EmbeddingOverride> embeds) const;
+  void run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,
+                 std::span<const EmbeddingOverride> embeds);
   void attention(int layer, Session& s, Chunk& ch, const float* h, float* out);
   void ffn(int layer, Chunk& ch, const float* u, float* out);
   void kda(int layer, Session& s, int64_t T, const float* u, float* out);

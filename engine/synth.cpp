@@ -155,33 +155,109 @@ TensorFormat format_for(const TensorSpec& s, int64_t threshold) {
   return TensorFormat::kQ4G;
 }
 
-// trunk.bin plus the manifest's trunk array.
-std::string write_trunk(const fs::path& dir, const ModelConfig& c, const std::string& prefix,
-                        int64_t threshold, Rng& rng) {
-  AtomicFile f(dir / "trunk.bin");
-  std::string index;
+// trunk.bin and the manifest's trunk array, tensor by tensor in the order written.
+class TrunkWriter {
+ public:
+  explicit TrunkWriter(const fs::path& dir) : f_(dir / "trunk.bin") {}
+
+  void add(const std::string& name, TensorFormat fmt_, const std::vector<int64_t>& shape,
+           const std::vector<float>& w) {
+    int64_t cols = shape.back(), rows = (int64_t)w.size() / cols;
+    std::vector<uint8_t> payload, scales;
+    quantize_matrix(fmt_, w.data(), rows, cols, &payload, &scales);
+    uint64_t off = f_.size();
+    f_.write(payload.data(), payload.size());
+    std::string entry = fmt::format("{{\"name\":\"{}\",\"fmt\":{},\"off\":{},\"shape\":[{}]", name,
+                                    (int)fmt_, off, fmt::join(shape, ","));
+    if (fmt_ != TensorFormat::kF32) {
+      entry += fmt::format(",\"group\":128,\"scale_off\":{}", f_.size());
+      f_.write(scales.data(), scales.size());
+    }
+    entry += fmt::format(",\"bytes\":{}}}", f_.size() - off);
+    index_ += (index_.empty() ? "" : ",\n  ") + entry;
+  }
+
+  // The manifest's trunk array body, once everything is written.
+  std::string commit() {
+    f_.commit();
+    return index_;
+  }
+
+ private:
+  AtomicFile f_;
+  std::string index_;
+};
+
+void write_text_trunk(TrunkWriter& out, const ModelConfig& c, const std::string& prefix,
+                      int64_t threshold, Rng& rng) {
   for (TensorSpec s : text_tensor_specs(c)) {
     if (s.optional && s.name.find("correction_bias") == std::string::npos) continue;
     if (ends_with(s.name, "A_log") && c.arch() == Arch::kK3 && c.kda_dim >= c.kda_heads)
       s.shape = {c.kda_dim};  // K3 ships A_log padded to head_dim with a zero tail
-    TensorFormat fmt_ = format_for(s, threshold);
-    std::vector<float> w = tensor_values(s, c, rng);
-    int64_t cols = s.shape.back(), rows = (int64_t)w.size() / cols;
-    std::vector<uint8_t> payload, scales;
-    quantize_matrix(fmt_, w.data(), rows, cols, &payload, &scales);
-    uint64_t off = f.size();
-    f.write(payload.data(), payload.size());
-    std::string entry = fmt::format("{{\"name\":\"{}{}\",\"fmt\":{},\"off\":{},\"shape\":[{}]",
-                                    prefix, s.name, (int)fmt_, off, fmt::join(s.shape, ","));
-    if (fmt_ != TensorFormat::kF32) {
-      entry += fmt::format(",\"group\":128,\"scale_off\":{}", f.size());
-      f.write(scales.data(), scales.size());
-    }
-    entry += fmt::format(",\"bytes\":{}}}", f.size() - off);
-    index += (index.empty() ? "" : ",\n  ") + entry;
+    out.add(prefix + s.name, format_for(s, threshold), s.shape, tensor_values(s, c, rng));
   }
-  f.commit();
-  return index;
+}
+
+// A small MoonViT with the release's structure (vision doc §4.2): a non-square wo, a position
+// table smaller than most grids, a projector into the LM width.
+struct VisionPreset {
+  int hidden, heads, head_dim, inter, layers, pos;
+};
+
+VisionPreset vision_preset_for(const SynthOptions& o) {
+  if (o.preset == "small") return {128, 4, 32, 256, 3, 16};
+  return {64, 3, 32, 128, 2, 8};
+}
+
+std::string vision_json(const VisionPreset& v, int text_hidden, int placeholder) {
+  return fmt::format(
+      "{{\"vt_hidden_size\":{},\"vt_num_attention_heads\":{},\"qkv_hidden_size\":{},"
+      "\"vt_intermediate_size\":{},\"vt_num_hidden_layers\":{},\"init_pos_emb_height\":{},"
+      "\"init_pos_emb_width\":{},\"init_pos_emb_time\":4,\"patch_size\":14,"
+      "\"merge_kernel_size\":[2,2],\"merge_type\":\"sd2_tpool\","
+      "\"mm_projector_type\":\"patchmergerv2\",\"mm_hidden_size\":{},\"text_hidden_size\":{},"
+      "\"projector_hidden_act\":\"gelu\",\"projector_ln_eps\":1e-05,"
+      "\"pos_emb_type\":\"divided_fixed\",\"pos_emb_interpolation_mode\":\"bilinear\","
+      "\"norm_type\":\"rmsnorm\",\"activation_func\":\"gelu_pytorch_tanh\","
+      "\"vt_rms_eps\":1.1920928955078125e-07,\"media_placeholder_token_id\":{},"
+      "\"max_patches\":1024,\"image_mean\":[0.5,0.5,0.5],\"image_std\":[0.5,0.5,0.5],"
+      "\"in_patch_limit\":65536,\"patch_limit_on_one_side\":512}}\n",
+      v.hidden, v.heads, v.heads * v.head_dim, v.inter, v.layers, v.pos, v.pos, v.hidden,
+      text_hidden, placeholder);
+}
+
+// The tower's tensors at the converter's formats: every matrix Q8G (requant_vision.py; 4-bit
+// damages the tower), norms F32. Drawn from their own stream so the text weights do not move.
+void write_vision_trunk(TrunkWriter& out, const VisionPreset& v, int text_hidden, Rng& rng) {
+  auto uniform = [&](int64_t n, float lo, float hi) {
+    std::vector<float> w((size_t)n);
+    for (float& x : w) x = rng.uniform(lo, hi);
+    return w;
+  };
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    float a = std::sqrt(3.0f / (float)cols);  // unit-variance outputs for unit-variance inputs
+    out.add(name, TensorFormat::kQ8G, {rows, cols}, uniform(rows * cols, -a, a));
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    out.add(name, TensorFormat::kF32, {n}, uniform(n, 0.8f, 1.2f));
+  };
+  const int64_t D = v.hidden, Q = (int64_t)v.heads * v.head_dim, M = 4 * D;
+  matrix("vision_tower.patch_embed.proj.weight", D, 3 * 14 * 14);
+  out.add("vision_tower.patch_embed.pos_emb.weight", TensorFormat::kQ8G, {v.pos * v.pos, D},
+          uniform(v.pos * v.pos * D, -0.5f, 0.5f));
+  for (int l = 0; l < v.layers; l++) {
+    std::string p = fmt::format("vision_tower.encoder.blocks.{}.", l);
+    norm(p + "norm0.weight", D);
+    norm(p + "norm1.weight", D);
+    matrix(p + "wqkv.weight", 3 * Q, D);
+    matrix(p + "wo.weight", D, Q);
+    matrix(p + "mlp.fc0.weight", v.inter, D);
+    matrix(p + "mlp.fc1.weight", D, v.inter);
+  }
+  norm("vision_tower.encoder.final_layernorm.weight", D);
+  matrix("mm_projector.proj.0.weight", M, M);
+  matrix("mm_projector.proj.2.weight", text_hidden, M);
+  norm("mm_projector.post_norm.weight", text_hidden);
 }
 
 // Codebooks with shrinking stage magnitudes, as residual VQ learns them.
@@ -284,7 +360,16 @@ void write_synthetic(const fs::path& out, const SynthOptions& opt) {
     simdjson::dom::parser parser;
     simdjson::padded_string padded(cfg_text);
     ModelConfig c = parse_model_config(parser.parse(padded).value(), "synth config");
-    std::string trunk = write_trunk(tmp, c, prefix, p.quant_threshold, rng);
+    TrunkWriter tw(tmp);
+    write_text_trunk(tw, c, prefix, p.quant_threshold, rng);
+    if (k3) {
+      VisionPreset vp = vision_preset_for(opt);
+      Rng vision_rng(opt.seed ^ 0x5649534Full);  // "VISO": a stream of its own
+      write_vision_trunk(tw, vp, c.hidden, vision_rng);
+      // <|media_pad|> sits 21 ids into the special block (synth_tokenizer.cpp).
+      write_file_atomic(tmp / "vision.json", vision_json(vp, c.hidden, sv.bos + 21));
+    }
+    std::string trunk = tw.commit();
     std::string layers = write_banks(tmp, c, rng);
     std::string manifest = fmt::format(
         "{{\"format_version\":0,\"arch\":\"{}\",\"tensor_prefix\":\"{}\",\n\"config\":{},\n"

@@ -17,7 +17,9 @@ struct SynthOptions {
 };
 
 // Writes a complete v0 container to `out` (which must not exist) atomically: everything is
-// written into a sibling temporary folder that is renamed at the end.
+// written into a sibling temporary folder that is renamed at the end. K3 containers also get a
+// small vision tower (vision.json, `vision_tower.*` and `mm_projector.*` after the text tensors
+// in trunk.bin, from a random stream of their own so the text weights are the same without it).
 void write_synthetic(const std::filesystem::path& out, const SynthOptions& opt);
 
 // The manifest `config` object a preset uses (exposed for tests).

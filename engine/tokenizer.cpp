@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "engine/base64.h"
 #include "engine/container.h"
 #include "engine/error.h"
 #include "engine/pretokenizer.h"
@@ -19,6 +20,8 @@ constexpr std::uint32_t kNoRank = std::numeric_limits<std::uint32_t>::max();
 // Above this many bytes a piece is merged with the heap: tiktoken's loop is quadratic, and the
 // release's cuts still allow pre-tokens of 25,000 characters.
 constexpr std::size_t kLinearMergeMax = 128;
+// A rank-file token longer than this is refused as corrupt.
+constexpr std::size_t kMaxTokenBytes = 1 << 16;
 
 // Ids above the ranks that we are willing to name; the releases use 256.
 constexpr std::int64_t kMaxSpecialBlock = 1 << 20;
@@ -59,34 +62,6 @@ std::uint64_t hash_bytes(std::string_view b) {
         static_cast<std::uint64_t>(static_cast<unsigned char>(p[n - 1])) << 16;
   }
   return mix(h ^ w);
-}
-
-int base64_value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-// Strict standard base64 with padding; false on anything else.
-bool base64_decode(std::string_view in, std::string& out) {
-  if (in.empty() || in.size() % 4) return false;
-  std::size_t pad = 0;
-  while (pad < 2 && in[in.size() - 1 - pad] == '=') ++pad;
-  for (std::size_t i = 0; i < in.size(); i += 4) {
-    std::uint32_t v = 0;
-    for (std::size_t k = 0; k < 4; ++k) {
-      const bool padded = i + 4 == in.size() && k >= 4 - pad;
-      const int d = padded ? 0 : base64_value(in[i + k]);
-      if (d < 0) return false;
-      v = v << 6 | static_cast<std::uint32_t>(d);
-    }
-    const std::size_t n = i + 4 == in.size() ? 3 - pad : 3;
-    for (std::size_t k = 0; k < n; ++k) out.push_back(static_cast<char>(v >> (16 - 8 * k)));
-  }
-  return true;
 }
 
 bool parse_rank(std::string_view s, std::uint32_t& rank) {
@@ -256,7 +231,12 @@ std::vector<std::size_t> Tokenizer::load_ranks(const std::filesystem::path& rank
     std::string_view b64, rank_text;
     if (!split_line(line, b64, rank_text)) fail("{}:{}: expected \"base64 rank\"", file, line_no);
     const std::size_t before = decoded.size();
-    if (!base64_decode(b64, decoded)) fail("{}:{}: bad base64 \"{}\"", file, line_no, b64);
+    try {
+      const std::vector<uint8_t> bytes = base64_decode(b64, kMaxTokenBytes);
+      decoded.append(bytes.begin(), bytes.end());
+    } catch (const UsageError& e) {
+      fail("{}:{}: bad base64 \"{}\" ({})", file, line_no, b64, e.what());
+    }
     if (decoded.size() == before) fail("{}:{}: empty token", file, line_no);
     std::uint32_t rank;
     if (!parse_rank(rank_text, rank)) fail("{}:{}: bad rank \"{}\"", file, line_no, rank_text);

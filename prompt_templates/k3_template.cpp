@@ -173,7 +173,8 @@ std::string response_format_body(const ResponseFormat& rf) {
 // Builds the segment list; holds the image prompts handed out so far.
 class K3Writer {
  public:
-  explicit K3Writer(const std::optional<std::vector<std::string>>& prompts) : prompts_(prompts) {}
+  K3Writer(const std::optional<std::vector<std::string>>& prompts, bool needles)
+      : prompts_(prompts), needles_(needles) {}
 
   void control(std::string_view s) { out_.push_back({std::string(s), true}); }
   void text(std::string_view s) {
@@ -208,7 +209,7 @@ class K3Writer {
 
   // Client text; with image prompts, each needle in it takes the next one.
   void client_text(std::string_view s) {
-    if (!prompts_ || s.find(kImageNeedle) == std::string_view::npos) {
+    if (!prompts_ || !needles_ || s.find(kImageNeedle) == std::string_view::npos) {
       text(s);
       return;
     }
@@ -251,6 +252,7 @@ class K3Writer {
 
  private:
   const std::optional<std::vector<std::string>>& prompts_;
+  bool needles_ = true;
   std::size_t used_ = 0;
   std::vector<Segment> out_;
 };
@@ -454,7 +456,7 @@ std::vector<std::string> k3_image_refs(const ChatRequest& request) {
 std::vector<Segment> render_k3(const ChatRequest& request, const K3RenderOptions& options) {
   const bool thinking = k3_thinking(request, options);
   const std::optional<std::string> effort = effective_effort(request, options);
-  K3Writer w(options.image_prompts);
+  K3Writer w(options.image_prompts, options.text_placeholders_take_images);
   if (!request.tools.empty()) w.note("tool-declare", tool_declare_body(request.tools, false));
   if (effort) w.note("thinking-effort", effort_body(*effort));
 

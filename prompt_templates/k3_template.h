@@ -25,6 +25,10 @@ struct K3RenderOptions {
   // in text, in render order; all must be used. Unset: each image part renders as the markup
   // segment <|kimi_image_placeholder|>, for a later step to expand.
   std::optional<std::vector<std::string>> image_prompts;
+  // Whether a literal <|kimi_image_placeholder|> in client text takes an image prompt, as the
+  // release's encoder does. A server sets false (vision doc §5.3 rule 7): only image parts get
+  // media blocks, and the needle stays plain text.
+  bool text_placeholders_take_images = true;
 };
 
 // Throws UsageError naming the field for what the encoder refuses: an effort other than low,

@@ -12,8 +12,11 @@
 #include "engine/synth.h"
 #include "protocol/api_error.h"
 #include "protocol/generation_params.h"
+#include "protocol/json_schema.h"
 #include "protocol/json_writer.h"
 #include "protocol/openai_response.h"
+#include "server/image_request.h"
+#include "server/structured_output.h"
 
 namespace waste {
 
@@ -35,17 +38,14 @@ void send_error(const std::shared_ptr<http::ResponseWriter>& w, const ApiError& 
   w->send(e.status, kJson, http::error_body(e.what(), e.type, e.param, e.code), extra);
 }
 
-// Image parts arrive with the vision path; until then they are refused by name, as are remote
-// URLs the options do not allow.
-void check_images(const ChatRequest& r) {
-  for (size_t i = 0; i < r.messages.size(); i++) {
-    const auto* parts = std::get_if<std::vector<ContentPart>>(&r.messages[i].content);
-    if (!parts) continue;
-    for (size_t j = 0; j < parts->size(); j++)
-      if ((*parts)[j].kind == ContentPart::Kind::kImage)
-        throw ApiError(400, "images are not supported by this server yet",
-                       fmt::format("messages[{}].content[{}]", i, j), "unsupported_content");
-  }
+ImageRequestLimits image_limits(const ServeOptions& o) {
+  ImageRequestLimits l;
+  l.decode.max_encoded_bytes = o.max_image_bytes;
+  l.decode.max_pixels = o.max_image_pixels;
+  l.decode.allow_tga_psd = o.allow_tga_psd;
+  l.max_images = o.max_images;
+  l.allow_remote = o.allow_remote_images;
+  return l;
 }
 
 int64_t unix_now() {
@@ -119,6 +119,8 @@ void Api::load() {
   model_ = std::make_unique<Model>(*container_, mo);
   chat_ = std::make_unique<ChatFormat>(*container_, *tokenizer_,
                                        ChatDefaults{opt_.thinking, opt_.effort});
+  token_index_ = make_token_index(*tokenizer_, model_->config().vocab);
+  load_vision();
   WorkerOptions wo;
   wo.queue_limit = opt_.queue;
   wo.ctx = opt_.ctx;
@@ -237,6 +239,66 @@ void Api::enqueue(Job job, const std::shared_ptr<http::ResponseWriter>& w) {
   }
 }
 
+// The constraint that makes the reply follow response_format or the forced tool call.
+std::unique_ptr<TokenConstraint> Api::reply_constraint(const ChatRequest& req,
+                                                       bool thinking) const {
+  bool tools =
+      chat_->family() == ChatFamily::kK3 && (req.tool_choice.kind == ToolChoice::Kind::kNamed ||
+                                             req.tool_choice.kind == ToolChoice::Kind::kRequired);
+  try {
+    std::shared_ptr<const Grammar> g = reply_grammar(chat_->family(), req, thinking);
+    if (!g) return nullptr;
+    return std::make_unique<TokenConstraint>(g, *token_index_);
+  } catch (const SchemaError& e) {
+    throw ApiError(400, e.what(), tools ? "tools" : "response_format");
+  } catch (const UsageError& e) {
+    throw ApiError(400, e.what(), tools ? "tool_choice" : "response_format");
+  }
+}
+
+// Only vision.json is read here; the tower loads with the first image, so text pays nothing. A
+// bad vision.json disables images (and says why) instead of the whole model.
+void Api::load_vision() {
+  if (!container_->vision_json()) return;
+  if (chat_->family() != ChatFamily::kK3) {
+    vision_error_ = "this model's chat format has no image blocks";
+    return;
+  }
+  try {
+    ImageEncoderOptions io;
+    io.max_patches = opt_.max_image_patches;
+    vision_ = std::make_unique<ImageEncoder>(*container_, io);
+    auto pad = tokenizer_->find_special("<|media_pad|>");
+    if (!pad || *pad != vision_->config().placeholder_id)
+      fail("the tokenizer's <|media_pad|> is not vision.json's media_placeholder_token_id {}",
+           vision_->config().placeholder_id);
+    spdlog::info("images: accepted (up to {} patches, {} positions, per image)",
+                 vision_->max_patches(), vision_->max_patches() / 4);
+  } catch (const std::exception& e) {
+    vision_.reset();
+    vision_error_ = e.what();
+    spdlog::warn("images disabled: {}", e.what());
+  }
+}
+
+// The request's images, decoded and preprocessed; null when it has none.
+std::shared_ptr<PromptImages> Api::prompt_images(const ChatRequest& req) const {
+  if (!has_images(req)) return nullptr;
+  try {
+    std::vector<PromptImage> list = request_images(req, vision_.get(), image_limits(opt_));
+    return std::make_shared<PromptImages>(*vision_, std::move(list));
+  } catch (const ApiError& e) {
+    if (vision_ || vision_error_.empty()) throw;
+    throw ApiError(e.status, fmt::format("{} ({})", e.what(), vision_error_), e.param, e.code);
+  }
+}
+
+// Widens the media blocks to the images' positions and checks they fit the context.
+void Api::place_images(PromptImages& images, RenderedPrompt& p) const {
+  images.place(p.ids, p.boundary, (int32_t)vision_->config().placeholder_id);
+  check_image_room(images.images(), opt_.ctx);
+}
+
 void Api::chat(const http::Request& r, std::shared_ptr<http::ResponseWriter> w) {
   if (not_ready(w)) return;
   try {
@@ -250,21 +312,24 @@ void Api::chat(const http::Request& r, std::shared_ptr<http::ResponseWriter> w) 
       throw ApiError(400, e.what());
     }
     job.params = parse_generation_params(r.body, {model_->config().vocab, opt_.max_tokens});
-    check_images(req);
+    std::shared_ptr<PromptImages> images = prompt_images(req);
     RenderedPrompt p;
     try {
-      p = chat_->render(req);
+      p = images ? chat_->render(req, images->media_prompts()) : chat_->render(req);
+      if (images) place_images(*images, p);
     } catch (const UsageError& e) {
       throw ApiError(400, e.what());
     }
     job.prompt = std::move(p.ids);
     job.boundary = p.boundary;
+    job.images = std::move(images);
     job.thinking = p.thinking;
     try {
       job.forced = chat_->forced_tool_call(req, p.thinking);
     } catch (const UsageError& e) {
       throw ApiError(400, e.what(), "tool_choice");
     }
+    job.constraint = reply_constraint(req, p.thinking);
     enqueue(std::move(job), w);
   } catch (const ApiError& e) {
     send_error(w, e);

@@ -34,14 +34,21 @@ const char* ChatFormat::family_name() const {
   return "?";
 }
 
-std::vector<Segment> ChatFormat::segments(const ChatRequest& r, bool generation_prompt) const {
+std::vector<Segment> ChatFormat::segments(const ChatRequest& r, bool generation_prompt,
+                                          const std::vector<std::string>* image_prompts) const {
   if (family_ == ChatFamily::kK3) {
     K3RenderOptions o;
     o.default_thinking = defaults_.thinking;
     o.default_effort = defaults_.effort;
     o.add_generation_prompt = generation_prompt;
+    if (image_prompts) {
+      o.image_prompts = *image_prompts;
+      o.text_placeholders_take_images = false;  // only image parts get media blocks
+    }
     return render_k3(r, o);
   }
+  if (image_prompts && !image_prompts->empty())
+    fail<UsageError>("messages: this model's chat format does not take images");
   if (family_ == ChatFamily::kKimiLinear) {
     KimiLinearRenderOptions o;
     o.add_generation_prompt = generation_prompt;
@@ -51,10 +58,20 @@ std::vector<Segment> ChatFormat::segments(const ChatRequest& r, bool generation_
 }
 
 RenderedPrompt ChatFormat::render(const ChatRequest& r) const {
+  return render_with(r, nullptr);
+}
+
+RenderedPrompt ChatFormat::render(const ChatRequest& r,
+                                  const std::vector<std::string>& image_prompts) const {
+  return render_with(r, &image_prompts);
+}
+
+RenderedPrompt ChatFormat::render_with(const ChatRequest& r,
+                                       const std::vector<std::string>* image_prompts) const {
   RenderedPrompt p;
-  for (int id : tokenize_segments(tok_, segments(r, true))) p.ids.push_back(id);
+  for (int id : tokenize_segments(tok_, segments(r, true, image_prompts))) p.ids.push_back(id);
   if (family_ != ChatFamily::kRaw) {
-    std::vector<int> history = tokenize_segments(tok_, segments(r, false));
+    std::vector<int> history = tokenize_segments(tok_, segments(r, false, image_prompts));
     if (history.size() < p.ids.size() && std::equal(history.begin(), history.end(), p.ids.begin()))
       p.boundary = history.size();
   }

@@ -36,6 +36,9 @@ class ChatFormat {
   const char* family_name() const;
   // Throws UsageError naming the field the format cannot carry.
   RenderedPrompt render(const ChatRequest& r) const;
+  // With one media block (k3_image_prompt) per image part, in order (K3 only): each block's
+  // <|media_pad|> is one id here, for the caller to widen to the image's positions.
+  RenderedPrompt render(const ChatRequest& r, const std::vector<std::string>& image_prompts) const;
   std::unique_ptr<ReplyParser> parser(bool thinking, uint64_t seed) const;
   // For tool_choice naming a function (K3): the tokens that open that call, which the server
   // writes in the model's place so the reply is that call; the model writes the arguments.
@@ -45,7 +48,10 @@ class ChatFormat {
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
 
  private:
-  std::vector<Segment> segments(const ChatRequest& r, bool generation_prompt) const;
+  std::vector<Segment> segments(const ChatRequest& r, bool generation_prompt,
+                                const std::vector<std::string>* image_prompts = nullptr) const;
+  RenderedPrompt render_with(const ChatRequest& r,
+                             const std::vector<std::string>* image_prompts) const;
 
   const Tokenizer& tok_;
   ChatFamily family_;

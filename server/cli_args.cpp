@@ -24,6 +24,7 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& valued
         throw UsageFailure{fmt::format("unknown option {}", a)};
       }
       values_[name] = value;
+      all_[name].push_back(value);
     } else {
       positional_.push_back(a);
     }
@@ -34,6 +35,11 @@ std::optional<std::string> Args::get(const std::string& flag) const {
   auto it = values_.find(flag);
   if (it == values_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<std::string> Args::get_all(const std::string& flag) const {
+  auto it = all_.find(flag);
+  return it == all_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Args::get_or(const std::string& flag, const std::string& def) const {

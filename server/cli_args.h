@@ -22,10 +22,14 @@ class Args {
   std::optional<std::string> get(const std::string& flag) const;
   std::string get_or(const std::string& flag, const std::string& def) const;
   int64_t get_int(const std::string& flag, int64_t def, int64_t lo, int64_t hi) const;
+  // Every value of a flag given more than once (`--image a.png --image b.png`), in order; get()
+  // returns the last.
+  std::vector<std::string> get_all(const std::string& flag) const;
 
  private:
   std::vector<std::string> positional_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_;
 };
 
 // Thrown for a bad command line; main prints it with the usage line.

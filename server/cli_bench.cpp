@@ -113,6 +113,7 @@ int cmd_bench(int argc, char** argv) {
   w.key("record_bytes").value(m.plan.record_bytes);
   w.key("working_set_bytes").value(m.plan.working_set_bytes);
   w.key("io_threads").value(mo.store.io_threads).key("lookahead").value(mo.lookahead);
+  w.key("io_backend").value(mo.store.backend == IoBackend::kUring ? "uring" : "threads");
   w.key("threads").value(m.model->threads()).key("policy").value(policy_name(mo.store.policy));
   w.key("decode_tokens_per_second").value(n / run.seconds);
   w.key("prefill_tokens_per_second").value(prefill_s > 0 ? p / prefill_s : 0.0);

@@ -9,6 +9,7 @@
 #include "prompt_templates/reply_parser.h"
 #include "server/chat_format.h"
 #include "server/cli_commands.h"
+#include "server/cli_images.h"
 #include "server/cli_model.h"
 
 namespace waste::cli {
@@ -19,15 +20,52 @@ struct ChatState {
   ChatRequest conversation;
   Session session;
   std::vector<float> logits;
+  std::unique_ptr<ImageEncoder> encoder;  // made by the first /image
+  std::vector<PromptImage> images;        // the conversation's, in order
+  std::vector<PromptImage> pending;       // attached to the next user message
 };
 
 // Feeds the part of `prompt` the session does not hold yet; restarts if the history diverged.
-void catch_up(Model& m, ChatState& st, const std::vector<int32_t>& prompt) {
+void catch_up(Model& m, ChatState& st, const std::vector<int32_t>& prompt, PromptImages* images) {
   const auto& have = st.session.tokens;
   bool prefix = have.size() < prompt.size() && std::equal(have.begin(), have.end(), prompt.begin());
   if (!prefix) st.session = m.new_session(st.session.ctx());
   std::span<const int32_t> rest(prompt.data() + st.session.pos(), prompt.size() - st.session.pos());
-  m.forward(st.session, rest, st.logits.data());
+  forward_prompt(m, st.session, rest, (size_t)st.session.pos(), images, st.logits.data());
+}
+
+void attach_image(const LoadedModel& m, ChatState& st, const std::string& path) {
+  if (!st.encoder) st.encoder = image_encoder(m);
+  st.pending.push_back(load_image_file(path, *st.encoder));
+  const PreprocessedImage& p = *st.pending.back().pixels;
+  fmt::print("attached {} ({}x{}, {} positions) to your next message\n", path, p.orig_w, p.orig_h,
+             p.tokens);
+}
+
+// The user's line, after the images attached to it.
+ChatMessage user_message(const ChatState& st, const std::string& line) {
+  ChatMessage msg;
+  msg.role = Role::kUser;
+  msg.content = line;
+  if (st.pending.empty()) return msg;
+  std::vector<ContentPart> parts;
+  for (const PromptImage& im : st.pending)
+    parts.push_back({ContentPart::Kind::kImage, "", im.where});
+  parts.push_back({ContentPart::Kind::kText, line, ""});
+  msg.content = std::move(parts);
+  return msg;
+}
+
+// Renders the conversation; with images, their blocks are widened to their positions.
+RenderedPrompt render(const ChatFormat& format, ChatState& st,
+                      std::unique_ptr<PromptImages>& images) {
+  std::vector<PromptImage> all = st.images;
+  all.insert(all.end(), st.pending.begin(), st.pending.end());
+  if (all.empty()) return format.render(st.conversation);
+  images = std::make_unique<PromptImages>(*st.encoder, std::move(all));
+  RenderedPrompt p = format.render(st.conversation, images->media_prompts());
+  images->place(p.ids, p.boundary, (int32_t)st.encoder->config().placeholder_id);
+  return p;
 }
 
 void print_stats(const LoadedModel& m, const ChatState& st) {
@@ -56,9 +94,14 @@ int cmd_chat(int argc, char** argv) {
   Sampler sampler(sp, m.model->config().vocab);
   int64_t max_new = a.get_int("-n", 512, 1, 1 << 20);
   ChatState st{ChatRequest{}, m.model->new_session(m.plan.ctx),
-               std::vector<float>(m.model->config().vocab)};
-  if (auto sys = a.get("--system")) st.conversation.messages.push_back({Role::kSystem, *sys});
-  fmt::print("waste chat: {} ({} format). /stats, /save FILE, /load FILE, /quit\n",
+               std::vector<float>(m.model->config().vocab), nullptr, {}, {}};
+  if (auto sys = a.get("--system")) {
+    ChatMessage msg;
+    msg.role = Role::kSystem;
+    msg.content = *sys;
+    st.conversation.messages.push_back(std::move(msg));
+  }
+  fmt::print("waste chat: {} ({} format). /image FILE, /stats, /save FILE, /load FILE, /quit\n",
              a.positional()[0], format.family_name());
   std::string line;
   while (fmt::print("> "), std::fflush(stdout), std::getline(std::cin, line)) {
@@ -80,11 +123,25 @@ int cmd_chat(int argc, char** argv) {
       }
       continue;
     }
+    if (line.rfind("/image ", 0) == 0) {
+      try {
+        attach_image(m, st, line.substr(7));
+      } catch (const UsageFailure& e) {
+        fmt::print("error: {}\n", e.message);
+      } catch (const std::exception& e) {
+        fmt::print("error: {}\n", e.what());
+      }
+      continue;
+    }
     if (line.empty()) continue;
-    st.conversation.messages.push_back({Role::kUser, line});
+    st.conversation.messages.push_back(user_message(st, line));
+    const size_t had_images = st.images.size();
     try {
-      RenderedPrompt p = format.render(st.conversation);
-      catch_up(*m.model, st, p.ids);
+      std::unique_ptr<PromptImages> images;
+      RenderedPrompt p = render(format, st, images);
+      catch_up(*m.model, st, p.ids, images.get());
+      st.images.insert(st.images.end(), st.pending.begin(), st.pending.end());
+      st.pending.clear();
       auto parser = format.parser(p.thinking, sampler.seed());
       std::vector<int32_t> out;
       std::string answer;
@@ -106,11 +163,16 @@ int cmd_chat(int argc, char** argv) {
       }
       for (const ReplyEvent& e : parser->finish()) fmt::print("{}", e.text);
       fmt::print("\x1b[0m\n");
-      ChatMessage reply{Role::kAssistant, answer};
+      ChatMessage reply;
+      reply.role = Role::kAssistant;
+      reply.content = answer;
       reply.reasoning_content = parser->reply().reasoning;
       st.conversation.messages.push_back(reply);
     } catch (const std::exception& e) {
       fmt::print("\x1b[0merror: {}\n", e.what());
+      if (!st.pending.empty()) fmt::print("(the attached images were dropped)\n");
+      st.pending.clear();
+      st.images.erase(st.images.begin() + (ptrdiff_t)had_images, st.images.end());
       st.conversation.messages.pop_back();
       if (st.session.broken) st.session = m.model->new_session(st.session.ctx());
     }

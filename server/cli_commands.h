@@ -6,7 +6,10 @@ namespace waste::cli {
 
 int cmd_info(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
+int cmd_verify_deep(int argc, char** argv);  // `verify --deep`, called by cmd_verify
 int cmd_synth(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
+int cmd_download(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
@@ -16,5 +19,6 @@ int cmd_serve(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_render(int argc, char** argv);
+int cmd_schema(int argc, char** argv);
 
 }  // namespace waste::cli

@@ -114,6 +114,8 @@ int cmd_info(int argc, char** argv) {
 }
 
 int cmd_verify(int argc, char** argv) {
+  for (int i = 2; i < argc; i++)
+    if (std::string_view(argv[i]) == "--deep") return cmd_verify_deep(argc, argv);
   Args a(argc, argv, 2, {}, {});
   OpenOptions opt;
   opt.load_trunk = false;

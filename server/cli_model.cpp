@@ -6,11 +6,14 @@
 
 #include <fmt/format.h>
 
+#include "engine/error.h"
+#include "prompt_templates/specials_file.h"
+
 namespace waste::cli {
 
 const std::set<std::string> kModelValuedFlags = {"--threads",    "--chunk",  "--ids",
                                                  "--ctx",        "--budget", "--lookahead",
-                                                 "--io-threads", "--policy"};
+                                                 "--io-threads", "--policy", "--io-backend"};
 
 int64_t context_length(const Args& a) {
   return a.get_int("--ctx", 4096, 1, int64_t{1} << 24);
@@ -39,6 +42,10 @@ LoadedModel load_model(const std::string& path, const Args& a) {
   int64_t la_default = env ? std::atoi(env) : 6;
   mo.lookahead = (int)a.get_int("--lookahead", la_default, 0, 64);
   mo.store.io_threads = (int)a.get_int("--io-threads", mo.store.io_threads, 0, 64);
+  std::string backend = a.get_or("--io-backend", "threads");
+  if (backend != "threads" && backend != "uring")
+    throw UsageFailure{fmt::format("--io-backend: '{}' is not threads or uring", backend)};
+  mo.store.backend = backend == "uring" ? IoBackend::kUring : IoBackend::kThreads;
   mo.store.policy = parse_policy(a.get_or("--policy", policy_name(mo.store.policy)));
   mo.store.cache_bytes = m.budget.cache_bytes;
   m.model = std::make_unique<Model>(*m.container, mo);
@@ -86,6 +93,24 @@ std::string decode_text(const LoadedModel& m, const std::vector<int32_t>& ids) {
   if (!m.tokenizer) return "";
   std::vector<int> v(ids.begin(), ids.end());
   return m.tokenizer->decode(v);
+}
+
+// From MODEL (its tokenizer.model and specials.json) or --tokenizer FILE (+ --specials FILE:
+// a tokenizer_config.json or a specials.json).
+std::unique_ptr<Tokenizer> open_tokenizer(const Args& a, size_t model_index) {
+  if (auto t = a.get("--tokenizer")) {
+    std::vector<SpecialToken> specials;
+    if (auto sp = a.get("--specials")) specials = read_specials_file(*sp);
+    return std::make_unique<Tokenizer>(*t, specials);
+  }
+  if (a.positional().size() <= model_index)
+    throw UsageFailure{"expected MODEL or --tokenizer FILE"};
+  OpenOptions o;
+  o.load_trunk = false;
+  auto c = Container::open(a.positional()[model_index], o);
+  if (!c->tokenizer_path())
+    waste::fail("{}: the container has no tokenizer.model", c->dir().string());
+  return std::make_unique<Tokenizer>(*c->tokenizer_path(), c->specials());
 }
 
 }  // namespace waste::cli

@@ -36,6 +36,10 @@ std::string decode_text(const LoadedModel& m, const std::vector<int32_t>& ids);
 int64_t context_length(const Args& a);                    // --ctx, default 4096
 std::optional<uint64_t> requested_budget(const Args& a);  // --budget
 
+// From MODEL (the positional at `model_index`: its tokenizer.model and specials.json) or
+// --tokenizer FILE (+ --specials FILE: a tokenizer_config.json or a specials.json).
+std::unique_ptr<Tokenizer> open_tokenizer(const Args& a, size_t model_index);
+
 // Flags the model-running commands all accept.
 extern const std::set<std::string> kModelValuedFlags;
 

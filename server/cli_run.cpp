@@ -11,6 +11,7 @@
 #include "engine/stopwatch.h"
 #include "protocol/json_writer.h"
 #include "server/cli_commands.h"
+#include "server/cli_images.h"
 #include "server/cli_model.h"
 
 namespace waste::cli {
@@ -53,7 +54,7 @@ SamplerParams sampler_params(const Args& a) {
 
 int cmd_run(int argc, char** argv) {
   std::set<std::string> valued = kModelValuedFlags;
-  valued.insert({"-n", "--temp", "--seed", "--top-k", "--top-p"});
+  valued.insert({"-n", "--temp", "--seed", "--top-k", "--top-p", "--image"});
   Args a(argc, argv, 2, valued, {"--json", "--verify"});
   if (a.positional().empty()) throw UsageFailure{"expected MODEL"};
   int64_t n = a.get_int("-n", 16, 0, 1 << 20);
@@ -65,12 +66,14 @@ int cmd_run(int argc, char** argv) {
   }
   LoadedModel m = load_model(a.positional()[0], a);
   std::vector<int32_t> prompt = prompt_ids(m, a);
+  std::unique_ptr<ImageEncoder> enc;
+  auto images = images_from_args(m, a, enc, prompt);
   Sampler sampler(sp, m.model->config().vocab);
   Session s = m.model->new_session(m.plan.ctx);
   std::vector<float> logits(m.model->config().vocab);
 
   auto t0 = SteadyClock::now();
-  m.model->forward(s, prompt, logits.data());
+  forward_prompt(*m.model, s, prompt, 0, images.get(), logits.data());
   double prefill_s = seconds_since(t0);
   std::vector<int32_t> out;
   std::unique_ptr<StreamDecoder> dec;
@@ -107,17 +110,19 @@ int cmd_run(int argc, char** argv) {
 
 int cmd_eval(int argc, char** argv) {
   std::set<std::string> valued = kModelValuedFlags;
-  valued.insert({"--top-k", "--dump-logits"});
+  valued.insert({"--top-k", "--dump-logits", "--image"});
   Args a(argc, argv, 2, valued, {"--json", "--verify"});
   if (a.positional().empty()) throw UsageFailure{"expected MODEL"};
   int64_t k = a.get_int("--top-k", 10, 1, 1 << 24);
   LoadedModel m = load_model(a.positional()[0], a);
   std::vector<int32_t> prompt = prompt_ids(m, a);
+  std::unique_ptr<ImageEncoder> enc;
+  auto images = images_from_args(m, a, enc, prompt);
   int vocab = m.model->config().vocab;
   Session s = m.model->new_session(m.plan.ctx);
   std::vector<float> logits(vocab);
   auto t0 = SteadyClock::now();
-  m.model->forward(s, prompt, logits.data());
+  forward_prompt(*m.model, s, prompt, 0, images.get(), logits.data());
   double prefill_s = seconds_since(t0);
   if (auto path = a.get("--dump-logits"))
     write_file_atomic(*path, std::string_view((const char*)logits.data(), logits.size() * 4));

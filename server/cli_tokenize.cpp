@@ -13,27 +13,11 @@
 #include "protocol/json_writer.h"
 #include "server/cli_args.h"
 #include "server/cli_commands.h"
+#include "server/cli_model.h"
 
 namespace waste::cli {
 
 namespace {
-
-// From MODEL (its tokenizer.model and specials.json) or --tokenizer FILE (+ --specials FILE:
-// a tokenizer_config.json or a specials.json).
-std::unique_ptr<Tokenizer> open_tokenizer(const Args& a, size_t model_index) {
-  if (auto t = a.get("--tokenizer")) {
-    std::vector<SpecialToken> specials;
-    if (auto sp = a.get("--specials")) specials = read_specials_file(*sp);
-    return std::make_unique<Tokenizer>(*t, specials);
-  }
-  if (a.positional().size() <= model_index)
-    throw UsageFailure{"expected MODEL or --tokenizer FILE"};
-  OpenOptions o;
-  o.load_trunk = false;
-  auto c = Container::open(a.positional()[model_index], o);
-  if (!c->tokenizer_path()) fail("{}: the container has no tokenizer.model", c->dir().string());
-  return std::make_unique<Tokenizer>(*c->tokenizer_path(), c->specials());
-}
 
 std::string read_stdin() {
   return std::string(std::istreambuf_iterator<char>(std::cin), {});

@@ -19,9 +19,11 @@
 #include "engine/tokenizer.h"
 #include "protocol/generation_params.h"
 #include "protocol/openai_response.h"
+#include "protocol/token_constraint.h"
 #include "server/chat_format.h"
 #include "server/http.h"
 #include "server/prefix_cache.h"
+#include "server/prompt_images.h"
 
 namespace waste {
 
@@ -32,8 +34,13 @@ struct Job {
   bool chat = true;  // chat.completion vs text_completion
   std::vector<int32_t> prompt;
   size_t boundary = 0;  // snapshot point inside the prompt (0 = none)
+  // The prompt's images (their positions, keys and tower rows); null for a text-only prompt.
+  std::shared_ptr<PromptImages> images;
   bool thinking = false;
   std::vector<int32_t> forced;  // reply tokens written in the model's place (a named tool call)
+  // The reply's required shape (response_format, a forced tool call), after `forced`; null when
+  // the reply is free.
+  std::unique_ptr<TokenConstraint> constraint;
   GenerationParams params;
   int64_t max_new = 0;  // tokens to generate at most
   ResponseHeader header;

@@ -30,8 +30,10 @@ bool Generation::feed(Session& s, size_t from, size_t to, float* logits) {
   for (size_t at = from; at < to; at += chunk) {
     if (job_.out->closed()) return false;
     size_t n = std::min(chunk, to - at);
+    std::vector<EmbeddingOverride> embeds;  // image positions take tower rows
+    if (job_.images) embeds = job_.images->overrides(at, n, model_.pool());
     model_.forward(s, std::span<const int32_t>(job_.prompt).subspan(at, n),
-                   at + n == to ? logits : nullptr);
+                   at + n == to ? logits : nullptr, embeds);
     if (!keep_alive()) return false;
   }
   return true;
@@ -46,12 +48,13 @@ bool Generation::keep_alive() {
 bool Generation::prefill(Session& s, std::vector<float>& logits) {
   auto t0 = SteadyClock::now();
   const size_t n = job_.prompt.size();
-  if (auto snap = cache_.longest_prefix(job_.prompt)) s = std::move(*snap);
+  if (auto snap = cache_.longest_prefix(job_.prompt, media_keys(job_.images.get())))
+    s = std::move(*snap);
   result_.usage.cached_tokens = s.pos();
   size_t at = (size_t)s.pos();
   if (job_.boundary > at && job_.boundary < n) {  // snapshot the last complete message
     if (!feed(s, at, job_.boundary, nullptr)) return false;
-    cache_.put(s);
+    cache_.put(s, media_keys(job_.images.get()));
     at = job_.boundary;
   }
   if (!feed(s, at, n, logits.data())) return false;
@@ -183,8 +186,7 @@ GenerationResult Generation::run() {
       result_.cancelled = true;
       break;
     }
-    int32_t id =
-        forced < job_.forced.size() ? job_.forced[forced++] : sampler_.sample(logits, generated);
+    int32_t id = forced < job_.forced.size() ? job_.forced[forced++] : sample(logits, generated);
     generated.push_back(id);
     bool end = std::find(ends.begin(), ends.end(), id) != ends.end() ||
                (model_.config().eos_token_id > 0 && id == model_.config().eos_token_id);
@@ -192,7 +194,8 @@ GenerationResult Generation::run() {
       on_events(parser_->push(id));
     else if (!end)
       on_text(text_decoder_->push(id));
-    if (end || stops_.stopped()) {
+    // A grammar with no end token of its own (the raw format) ends the reply when complete.
+    if (end || stops_.stopped() || (job_.constraint && job_.constraint->done())) {
       reason = "stop";
       break;
     }
@@ -202,12 +205,22 @@ GenerationResult Generation::run() {
   result_.decode_seconds = seconds_since(t0);
   result_.usage.completion_tokens = (int64_t)generated.size();
   if (!result_.cancelled) {
-    cache_.put(s);
+    cache_.put(s, media_keys(job_.images.get()));
     reason_ = reason;
     result_.finish_reason = reason;
     if (reason == "stop" && !message_.tool_calls.empty()) result_.finish_reason = "tool_calls";
   }
   return result_;
+}
+
+int32_t Generation::sample(const std::vector<float>& logits,
+                           const std::vector<int32_t>& generated) {
+  if (!job_.constraint) return sampler_.sample(logits, generated);
+  mask_.resize(job_.constraint->mask_bytes());
+  job_.constraint->mask(mask_.data());
+  int32_t id = sampler_.sample(logits, generated, mask_.data());
+  job_.constraint->accept(id);
+  return id;
 }
 
 void Generation::deliver() {

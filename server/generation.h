@@ -38,6 +38,8 @@ class Generation {
   void on_text(const std::string& text);
   void on_reasoning(const std::string& text);
   bool write_chunk(const ChatDelta& d);
+  // The next token: from the sampler, within the constraint's mask when there is one.
+  int32_t sample(const std::vector<float>& logits, const std::vector<int32_t>& generated);
   void finish(const std::string& reason);
 
   Model& model_;
@@ -57,6 +59,7 @@ class Generation {
   std::chrono::steady_clock::time_point last_write_;
   GenerationResult result_;
   std::string reason_;
+  std::vector<uint8_t> mask_;  // the constraint's allowed ids, one bit each
 };
 
 }  // namespace waste

@@ -20,24 +20,29 @@ const Command kCommands[] = {
      "waste serve [MODEL] [--host H] [--port P] [--api-key K] [--budget B] [--ctx N] "
      "[--config FILE] ... (waste serve --help lists every option)"},
     {"info", waste::cli::cmd_info, "waste info MODEL [--json] [--ctx N]"},
-    {"verify", waste::cli::cmd_verify, "waste verify MODEL"},
+    {"verify", waste::cli::cmd_verify, "waste verify MODEL [--deep [--src DIR] [--threads N]]"},
     {"run", waste::cli::cmd_run,
-     "waste run MODEL (PROMPT | --ids 1,2,3) [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] "
+     "waste run MODEL (PROMPT | --ids 1,2,3) [--image FILE]... [-n N] [--temp T] [--top-k K] "
+     "[--top-p P] [--seed S] "
      "[--json] [--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
      "[--policy lru|lfru|lfu|lrfu] [--verify]"},
     {"eval", waste::cli::cmd_eval,
-     "waste eval MODEL (PROMPT | --ids 1,2,3) [--top-k K] [--json] [--dump-logits FILE] "
+     "waste eval MODEL (PROMPT | --ids 1,2,3) [--image FILE]... [--top-k K] [--json] "
+     "[--dump-logits FILE] "
      "[--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
      "[--policy lru|lfru|lfu|lrfu] [--verify]"},
     {"chat", waste::cli::cmd_chat,
      "waste chat MODEL [--system TEXT] [-n N] [--temp T] [--seed S] [--no-thinking] [--threads N] "
-     "[--ctx N] [--budget B]"},
+     "[--ctx N] [--budget B]   (/image FILE attaches an image to the next message)"},
     {"tokenize", waste::cli::cmd_tokenize,
      "waste tokenize (MODEL | --tokenizer FILE [--specials FILE]) TEXT [--json]   (TEXT - reads "
      "stdin)"},
     {"render", waste::cli::cmd_render,
      "waste render (MODEL | --tokenizer FILE [--specials FILE]) [--no-thinking] [--effort E] "
      "[--no-generation-prompt] < request.json"},
+    {"schema", waste::cli::cmd_schema,
+     "waste schema (MODEL | --tokenizer FILE [--specials FILE]) SCHEMA.json [--bench N] "
+     "[--steps N] [--seed S] [--json]"},
     {"plan", waste::cli::cmd_plan, "waste plan MODEL [--ctx N] [--budget B] [--json]"},
     {"bench", waste::cli::cmd_bench,
      "waste bench MODEL [--tokens N] [--prompt-tokens P] [--budget B] [--json] [--lookahead N] "
@@ -46,6 +51,12 @@ const Command kCommands[] = {
      "waste cachesim TRACE [--experts N] [--percent 3,6,12] [--json]"},
     {"synth", waste::cli::cmd_synth,
      "waste synth OUT --arch kimi-linear|k3 --preset tiny|small|48b-shape [--seed N]"},
+    {"convert", waste::cli::cmd_convert,
+     "waste convert --src DIR --out MODEL [--jobs N] [--reclaim off|dry|on] "
+     "[--arch auto|k3|kimi-linear] [--seed N] [--quiet]"},
+    {"download", waste::cli::cmd_download,
+     "waste download --repo ID --dest DIR [--revision REV] [--dry-run] [--endpoint URL] "
+     "[--retries N] [--timeout SECONDS]   (HF_TOKEN, HF_ENDPOINT from the environment)"},
 };
 
 void print_usage(FILE* f) {

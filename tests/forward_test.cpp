@@ -229,6 +229,7 @@ TEST_P(ForwardTest, PlacementNeverChangesABit) {
     uint64_t cache_records;
     int lookahead, io_threads, chunk;
     CachePolicy policy;
+    IoBackend backend = IoBackend::kThreads;
   };
   const Case cases[] = {
       {"minimum cache, read-ahead", 0, 0, 4, 1, CachePolicy::kLfu},
@@ -236,6 +237,8 @@ TEST_P(ForwardTest, PlacementNeverChangesABit) {
       {"mid cache, lru, chunk 5", 20, 3, 1, 5, CachePolicy::kLru},
       {"everything cached, lfru, chunk 64", 1000, 6, 4, 64, CachePolicy::kLfru},
       {"no read-ahead, lookahead on, chunk 7", 12, 6, 0, 7, CachePolicy::kLfu},
+      {"io_uring, small cache, lookahead", 9, 6, 4, 1, CachePolicy::kLfu, IoBackend::kUring},
+      {"io_uring depth 1, chunk 3", 12, 2, 1, 3, CachePolicy::kLrfu, IoBackend::kUring},
   };
   for (const Case& k : cases) {
     ModelOptions o;
@@ -244,6 +247,7 @@ TEST_P(ForwardTest, PlacementNeverChangesABit) {
     o.store.io_threads = k.io_threads;
     o.store.cache_bytes = k.cache_records * rec;
     o.store.policy = k.policy;
+    o.store.backend = k.backend;
     EXPECT_EQ(trace(o), want) << k.what;
   }
 }
@@ -261,7 +265,10 @@ TEST_P(ForwardTest, CacheAndLookaheadCountersAreConsistent) {
   const ModelConfig& cfg = c->config();
   uint64_t demands = 4ull * cfg.top_k * c->manifest().banks.size();
   EXPECT_EQ(first.hits + first.misses, demands);
-  EXPECT_EQ(first.bytes_read, (first.misses + first.prefetched) * c->bank(1).stride());
+  // Speculative reads count when issued and their bytes when they land; one may still be in
+  // flight when the counters are read.
+  EXPECT_LE(first.bytes_read, (first.misses + first.prefetched) * c->bank(1).stride());
+  EXPECT_GE(first.bytes_read, first.misses * c->bank(1).stride());
   EXPECT_GT(m.lookahead_stats().predicted, 0u);
   EXPECT_LE(m.lookahead_stats().correct, m.lookahead_stats().predicted);
   // The same tokens again from a fresh session: everything is resident now.

@@ -7,6 +7,7 @@ engine's quantized form.
   Container(path)                   open and validate manifest.json
   .cfg                              Config (the keys the engine reads)
   .has(name) / .tensor(name)        trunk tensor, dequantized, logical shape
+  .stored_tensor(full_name)         the same by stored name (vision tower, projector)
   .embed_row(token)                 one row of embed_tokens
   .expert(layer, e)                 (gate, up, down) float64 matrices
 """
@@ -301,9 +302,15 @@ class Container:
 
     def tensor(self, name):
         """Whole trunk tensor, float64, in its manifest shape."""
-        key = self.full(name)
+        return self.stored_tensor(self.full(name))
+
+    def stored_tensor(self, key):
+        """A trunk tensor by its name as stored, without the text prefix added:
+        the vision tower and projector (vision_tower.*, mm_projector.*) live outside it."""
         if key not in self._cache:
-            t = self.entry(name)
+            t = self.index.get(key)
+            if t is None:
+                raise ContainerError(f"trunk tensor missing: {key}")
             shape = [int(s) for s in t["shape"]]
             rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
             self._cache[key] = self._rows(t, 0, rows).reshape(shape).astype(self.dtype)

@@ -1,7 +1,8 @@
-// Drives `waste serve` with the official OpenAI Node SDK: chat, streaming with usage, and a
-// request that declares tools. Usage: node openai_sdk.mjs BASE_URL. Exits non-zero on failure.
+// Drives `waste serve` with the official OpenAI Node SDK: chat, streaming with usage, a
+// request that declares tools, and an image part (a PNG made here, sent as a data: URL). Usage: node openai_sdk.mjs BASE_URL. Exits non-zero on failure.
 import OpenAI from "openai";
 import assert from "node:assert/strict";
+import zlib from "node:zlib";
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "test-key", maxRetries: 0, timeout: 60000 });
 
@@ -89,4 +90,57 @@ assert.equal(deltas[0].function.name, "get_weather");
 for (const d of deltas.slice(1)) assert.equal(d.id, undefined, "id only in the first delta");
 const args = deltas.map((d) => d.function?.arguments ?? "").join("");
 assert.equal(typeof JSON.parse(args), "object", args);
+// An image, as the SDK sends it: a 64x48 RGB PNG encoded here (zlib from node, CRC-32 by hand).
+function crc32(buf) {
+  let c = ~0;
+  for (const b of buf) {
+    c ^= b;
+    for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
+  }
+  return ~c >>> 0;
+}
+function chunk(type, data) {
+  const len = Buffer.alloc(4), crc = Buffer.alloc(4);
+  len.writeUInt32BE(data.length);
+  const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
+  crc.writeUInt32BE(crc32(body));
+  return Buffer.concat([len, body, crc]);
+}
+function png(w, h) {
+  const raw = Buffer.alloc((3 * w + 1) * h);
+  for (let y = 0; y < h; y++)
+    for (let x = 0; x < w; x++)
+      raw.set([(x * 4) & 255, (y * 5) & 255, ((x ^ y) * 3) & 255], y * (3 * w + 1) + 1 + 3 * x);
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+                        chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(raw)),
+                        chunk("IEND", Buffer.alloc(0))]);
+}
+const imageUrl = "data:image/png;base64," + png(64, 48).toString("base64");
+const seen = await client.chat.completions.create({
+  model,
+  messages: [{ role: "user", content: [
+    { type: "text", text: "What is in this picture?" },
+    { type: "image_url", image_url: { url: imageUrl } },
+  ] }],
+  max_tokens: 5,
+  temperature: 0,
+});
+assert.equal(seen.object, "chat.completion");
+assert.equal(seen.usage.completion_tokens, 5);
+// 64x48 pads to 84x56: a 6x4 patch grid, 3x2 = 6 image positions, plus the media block's text.
+assert.ok(seen.usage.prompt_tokens >= chat.usage.prompt_tokens + 6, JSON.stringify(seen.usage));
+
+// A bad image is a 400 the SDK raises, naming the part.
+await assert.rejects(
+  client.chat.completions.create({
+    model,
+    messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,@@@@" } }] }],
+    max_tokens: 2,
+  }),
+  (e) => e.status === 400 && /messages\[0\]\.content\[0\]/.test(e.message),
+);
 console.log("openai sdk: ok");

@@ -1,0 +1,104 @@
+// The io_uring reader: one thread keeps up to io_threads direct reads in flight, so a layer's
+// misses reach the device together without a thread per read.
+#include <liburing.h>
+
+#include <cstring>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/expert_store.h"
+#include "engine/stopwatch.h"
+
+namespace waste {
+namespace {
+
+struct Pending {
+  int slot = -1, layer = 0, expert = 0;
+  size_t got = 0;  // bytes already read (a short read is continued)
+  SteadyClock::time_point t0;
+};
+
+// Queues the rest of `p`'s record (the ring has one entry per pending read, so one is free).
+void queue_read(io_uring& ring, const ExpertBank& bank, uint8_t* buf, Pending& p, unsigned tag) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+  io_uring_prep_read(sqe, bank.fd(), buf + p.got, (unsigned)(bank.stride() - p.got),
+                     bank.offset(p.expert) + p.got);
+  io_uring_sqe_set_data64(sqe, tag);
+}
+
+}  // namespace
+
+void ExpertStore::uring_loop() {
+  const unsigned depth = (unsigned)std::max(1, opt_.io_threads);
+  io_uring ring;
+  if (int rc = io_uring_queue_init(depth, &ring, 0); rc < 0) {
+    spdlog::warn("io_uring is not available ({}); reading experts with one thread instead",
+                 std::strerror(-rc));
+    return reader_loop();
+  }
+  std::vector<Pending> table(depth);
+  unsigned busy = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (busy == 0) {
+      job_cv_.wait(lock, [&] { return stop_ || !jobs_.empty() || !spec_jobs_.empty(); });
+      if (stop_) break;
+    }
+    Job j;
+    while (!stop_ && busy < depth && next_job(j)) {
+      unsigned tag = 0;
+      while (table[tag].slot >= 0) ++tag;
+      if (!buf_[j.slot]) buf_[j.slot] = std::make_unique<AlignedBuffer>(stride_, false);
+      table[tag] = {j.slot, j.layer, j.expert, 0, SteadyClock::now()};
+      queue_read(ring, c_.bank(j.layer), buf_[j.slot]->data(), table[tag], tag);
+      ++busy;
+    }
+    lock.unlock();
+    io_uring_submit(&ring);
+    io_uring_cqe* cqe = nullptr;
+    int rc;
+    while ((rc = io_uring_wait_cqe(&ring, &cqe)) == -EINTR) {
+    }
+    // Reap everything that is done; check records without the lock, as read_into does.
+    std::vector<std::pair<unsigned, std::string>> finished;
+    if (rc < 0) {  // the ring itself failed: fail what is pending rather than spin
+      for (unsigned tag = 0; tag < depth; ++tag)
+        if (table[tag].slot >= 0)
+          finished.emplace_back(
+              tag, fmt::format("expert {} of layer {}: io_uring wait failed: {}", table[tag].expert,
+                               table[tag].layer, std::strerror(-rc)));
+    }
+    while (rc == 0 && cqe) {
+      unsigned tag = (unsigned)io_uring_cqe_get_data64(cqe);
+      int res = cqe->res;
+      io_uring_cqe_seen(&ring, cqe);
+      Pending& p = table[tag];
+      const ExpertBank& bank = c_.bank(p.layer);
+      if (res > 0 && p.got + (size_t)res < bank.stride()) {
+        p.got += (size_t)res;  // short read: ask for the rest
+        queue_read(ring, bank, buf_[p.slot]->data(), p, tag);
+        io_uring_submit(&ring);
+      } else {
+        if (res > 0) p.got += (size_t)res;
+        std::string err;
+        try {
+          bank.finish_read(p.expert, buf_[p.slot]->data(), p.got, res < 0 ? -res : 0);
+        } catch (const std::exception& e) {
+          err = e.what();
+        }
+        finished.emplace_back(tag, std::move(err));
+      }
+      if (io_uring_peek_cqe(&ring, &cqe) != 0) cqe = nullptr;
+    }
+    lock.lock();
+    for (auto& [tag, err] : finished) {
+      complete(table[tag].slot, seconds_since(table[tag].t0), err);
+      table[tag].slot = -1;
+      --busy;
+    }
+  }
+  io_uring_queue_exit(&ring);
+}
+
+}  // namespace waste

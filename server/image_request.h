@@ -1,0 +1,35 @@
+// The image parts of an OpenAI chat request, checked, decoded and preprocessed on the HTTP
+// thread before the request is queued (vision doc §5.3): only user messages, a capped number per
+// request, data: URLs only (size capped before base64 decoding), formats sniffed from their
+// bytes, TGA only when enabled and declared. Every refusal is a 400 naming the part.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "engine/image_decode.h"
+#include "engine/image_encoder.h"
+#include "prompt_templates/segments.h"
+#include "server/prompt_images.h"
+
+namespace waste {
+
+struct ImageRequestLimits {
+  DecodeLimits decode;    // max_encoded_bytes caps each data URL's decoded payload
+  size_t max_images = 8;  // per request
+  bool allow_remote = false;
+};
+
+// True when some message of `r` has an image part.
+bool has_images(const ChatRequest& r);
+
+// The request's images in prompt order. `enc` is null for a model without vision.json. Throws
+// ApiError (400) naming `messages[i].content[j]` and the problem.
+std::vector<PromptImage> request_images(const ChatRequest& r, const ImageEncoder* enc,
+                                        const ImageRequestLimits& limits);
+
+// Refuses (400, naming the part) an image whose positions run past `ctx` - 1 (one position is
+// kept for the answer).
+void check_image_room(const std::vector<PromptImage>& images, int64_t ctx);
+
+}  // namespace waste

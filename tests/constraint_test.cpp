@@ -1,0 +1,353 @@
+// Structured outputs: regex DFAs, JSON Schema compilation and token masks over K3's real
+// vocabulary. Outputs are checked by Python's `jsonschema` (scripts/reference/validate_json.py),
+// which shares nothing with the C++ engine.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include "engine/rng.h"
+#include "protocol/constraint_walk.h"
+#include "protocol/json_schema.h"
+#include "protocol/json_writer.h"
+#include "protocol/regex_dfa.h"
+#include "protocol/token_constraint.h"
+#include "server/structured_output.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+bool dfa_matches(const ByteDfa& d, std::string_view s) {
+  int st = d.start;
+  for (unsigned char c : s) {
+    st = d.step(st, c);
+    if (st < 0) return false;
+  }
+  return d.accepting[st];
+}
+
+TEST(RegexDfa, AnchorsClassesAndRepeats) {
+  ByteDfa d = compile_pattern("^[a-c]{2,3}-\\d+$", StringAlphabet::kJsonUnescaped);
+  EXPECT_TRUE(dfa_matches(d, "ab-1"));
+  EXPECT_TRUE(dfa_matches(d, "abc-123"));
+  EXPECT_FALSE(dfa_matches(d, "a-1"));
+  EXPECT_FALSE(dfa_matches(d, "abcd-1"));
+  EXPECT_FALSE(dfa_matches(d, "ab-"));
+  ByteDfa search = compile_pattern("x(?:yz|w)", StringAlphabet::kJsonUnescaped);
+  EXPECT_TRUE(dfa_matches(search, "aaxyzbb"));
+  EXPECT_TRUE(dfa_matches(search, "xw"));
+  EXPECT_FALSE(dfa_matches(search, "xy"));
+  ByteDfa dot = compile_pattern("^.$", StringAlphabet::kJsonUnescaped);
+  EXPECT_TRUE(dfa_matches(dot, "\xc3\xa9"));  // é is one character
+  EXPECT_FALSE(dfa_matches(dot, "\xc3"));
+  EXPECT_FALSE(dfa_matches(dot, "ab"));
+  ByteDfa neg = compile_pattern("^[^0-9]+$", StringAlphabet::kJsonUnescaped);
+  EXPECT_TRUE(dfa_matches(neg, "abc\xe4\xb8\xad"));
+  EXPECT_FALSE(dfa_matches(neg, "a1"));
+  EXPECT_FALSE(dfa_matches(neg, "a\"b"));  // never needs an escape
+}
+
+TEST(RegexDfa, RefusesWhatItCannotDoByName) {
+  auto message = [](const char* p) {
+    try {
+      compile_pattern(p, StringAlphabet::kJsonUnescaped);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message("(a)\\1").find("backreference"), std::string::npos);
+  EXPECT_NE(message("a(?=b)").find("lookaround"), std::string::npos);
+  EXPECT_NE(message("\\bword").find("\\b"), std::string::npos);
+  EXPECT_NE(message("[é]").find("non-ASCII"), std::string::npos);
+  EXPECT_NE(message("a^b").find("'^'"), std::string::npos);
+  EXPECT_NE(message("(ab").find("unclosed"), std::string::npos);
+  EXPECT_NE(message("^\"$").find("matches no string"), std::string::npos);
+  EXPECT_NE(message("a{2000}").find("repeat count"), std::string::npos);
+}
+
+TEST(RegexDfa, FormatsMatchTheirExamples) {
+  auto fmt_dfa = [](const char* f) {
+    return compile_pattern(format_pattern(f), StringAlphabet::kJsonUnescaped);
+  };
+  EXPECT_TRUE(dfa_matches(fmt_dfa("date"), "2024-01-31"));
+  EXPECT_FALSE(dfa_matches(fmt_dfa("date"), "2024-02-30"));
+  EXPECT_FALSE(dfa_matches(fmt_dfa("date"), "2024-04-31"));
+  EXPECT_TRUE(dfa_matches(fmt_dfa("date-time"), "2024-06-01T12:30:00.5+02:00"));
+  EXPECT_TRUE(dfa_matches(fmt_dfa("time"), "23:59:59Z"));
+  EXPECT_FALSE(dfa_matches(fmt_dfa("time"), "24:00:00Z"));
+  EXPECT_TRUE(dfa_matches(fmt_dfa("uuid"), "123e4567-e89b-12d3-a456-426614174000"));
+  EXPECT_TRUE(dfa_matches(fmt_dfa("email"), "first.last@example.org"));
+  EXPECT_FALSE(dfa_matches(fmt_dfa("email"), "no-at-sign.org"));
+  EXPECT_TRUE(dfa_matches(fmt_dfa("uri"), "https://example.org/a?b=c#d"));
+  EXPECT_EQ(format_pattern("hostname"), "");
+}
+
+const TokenIndex& k3_index() {
+  static std::unique_ptr<TokenIndex> index =
+      make_token_index(test::k3_tokenizer(), (int)test::k3_tokenizer().vocab_size());
+  return *index;
+}
+
+// The value followed by an end-of-message token, as the server's grammars end.
+std::shared_ptr<const Grammar> schema_grammar(const std::string& schema) {
+  auto g = std::make_shared<Grammar>();
+  int value = compile_json_schema(*g, schema);
+  g->root = g->seq({value, g->literal("<|end_of_msg|>")});
+  return g;
+}
+
+bool allowed(const std::vector<uint8_t>& mask, int id) {
+  return mask[id >> 3] >> (id & 7) & 1;
+}
+
+// Each schema is run with several seeds; every finished output must validate.
+void expect_valid_outputs(const std::vector<std::string>& schemas, int seeds, int max_steps,
+                          double min_finished) {
+  test::TempDir tmp;
+  std::string cases;
+  int finished = 0, total = 0;
+  for (size_t s = 0; s < schemas.size(); ++s) {
+    std::shared_ptr<const Grammar> g;
+    try {
+      g = schema_grammar(schemas[s]);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "schema " << s << " refused: " << e.what() << "\n" << schemas[s];
+      continue;
+    }
+    for (int seed = 0; seed < seeds; ++seed) {
+      ConstraintWalk w;
+      try {
+        w = random_walk(g, k3_index(), 1000 * s + seed, max_steps);
+      } catch (const UsageError& e) {
+        ADD_FAILURE() << e.what() << "\n" << schemas[s];
+        continue;
+      }
+      ++total;
+      if (!w.finished) continue;
+      ++finished;
+      std::string out;
+      append_json_string(&out, w.text);
+      cases += "{\"schema\":" + schemas[s] + ",\"output\":" + out + "}\n";
+    }
+  }
+  test::write_file(tmp / "cases.jsonl", cases);
+  std::string out;
+  int rc = test::run_command(
+      "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/validate_json.py").string() +
+          " < " + (tmp / "cases.jsonl").string(),
+      &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_GE(finished, (int)(min_finished * total)) << finished << " of " << total << " finished";
+}
+
+std::vector<std::string> api_schemas() {
+  return {
+      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0,"maximum":150}},"required":["name","age"],"additionalProperties":false})",
+      R"({"type":"object","properties":{"city":{"type":"string","minLength":2,"maxLength":20},"unit":{"enum":["celsius","fahrenheit"]}},"required":["city"]})",
+      R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":5})",
+      R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":8},"maxItems":4}},"required":["tags"],"additionalProperties":false})",
+      R"({"type":"object","properties":{"when":{"type":"string","format":"date"},"at":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"}},"required":["when","at","id"],"additionalProperties":false})",
+      R"({"type":"object","properties":{"email":{"type":"string","format":"email"},"site":{"type":"string","format":"uri"},"t":{"type":"string","format":"time"}},"required":["email","site","t"]})",
+      R"({"type":"string","pattern":"^[A-Z]{3}-[0-9]{2,4}$"})",
+      R"({"type":"string","pattern":"ab+c"})",
+      R"({"type":"number","minimum":-1.5,"exclusiveMaximum":2.25})",
+      R"({"type":"integer","exclusiveMinimum":10,"maximum":12})",
+      R"({"type":["string","null"],"maxLength":5})",
+      R"({"anyOf":[{"type":"integer"},{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"],"additionalProperties":false}]})",
+      R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"v":{"type":"integer"}},"required":["kind","v"],"additionalProperties":false},{"type":"object","properties":{"kind":{"const":"b"},"w":{"type":"string"}},"required":["kind","w"],"additionalProperties":false}]})",
+      R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string","maxLength":3}},"required":["b"]}],"properties":{"a":true,"b":true},"additionalProperties":false})",
+      R"({"$defs":{"node":{"type":"object","properties":{"value":{"type":"integer"},"children":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["value"],"additionalProperties":false}},"$ref":"#/$defs/node"})",
+      R"({"definitions":{"leaf":{"type":"string","enum":["x","y"]}},"type":"array","items":{"$ref":"#/definitions/leaf"}})",
+      R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})",
+      R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"boolean"}],"additionalItems":{"type":"null"},"maxItems":3})",
+      R"({"const":{"fixed":[1,2,3]}})",
+      R"({"enum":[1,12,123,"1"]})",
+      R"({"type":"object","additionalProperties":{"type":"integer"}})",
+      R"({"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"boolean"}})",
+      R"({})",
+      R"(true)",
+      R"({"type":"object","properties":{"q\"uote":{"type":"string"},"uni\u00e9":{"type":"integer"}},"required":["q\"uote","uni\u00e9"],"additionalProperties":false})",
+      R"({"type":"string","minLength":3,"maxLength":3})",
+      R"({"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":4})",
+      R"({"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"sku":{"type":"string","pattern":"^[A-Z0-9]{6}$"},"qty":{"type":"integer","minimum":1,"maximum":99},"price":{"type":"number","minimum":0}},"required":["sku","qty","price"],"additionalProperties":false},"minItems":1,"maxItems":3},"total":{"type":"number"}},"required":["items","total"],"additionalProperties":false})",
+      R"({"type":"object","properties":{"ok":{"type":"boolean"},"error":{"type":["string","null"]}},"required":["ok","error"],"additionalProperties":false})",
+      R"({"type":"integer","minimum":-5,"maximum":-3})",
+      R"({"type":"number","minimum":0.25,"maximum":0.25})",
+      R"({"$ref":"#/$defs/list","$defs":{"list":{"anyOf":[{"type":"null"},{"type":"object","properties":{"head":{"type":"integer"},"tail":{"$ref":"#/$defs/list"}},"required":["head","tail"],"additionalProperties":false}]}}})",
+  };
+}
+
+// Deterministic random schemas: nested objects and arrays with every leaf kind.
+class SchemaGen {
+ public:
+  explicit SchemaGen(uint64_t seed) : rng_(seed) {}
+  std::string value(int depth) {
+    int pick = (int)(rng_.next() % (depth > 2 ? 8 : 11));
+    switch (pick) {
+      case 0:
+        return R"({"type":"string","maxLength":)" + std::to_string(1 + rng_.next() % 12) + "}";
+      case 1:
+        return R"({"type":"integer","minimum":)" + std::to_string((int)(rng_.next() % 50) - 25) +
+               R"(,"maximum":)" + std::to_string(30 + rng_.next() % 1000) + "}";
+      case 2:
+        return R"({"type":"number"})";
+      case 3:
+        return R"({"type":"boolean"})";
+      case 4:
+        return R"({"enum":["red","green","blue",null,3]})";
+      case 5: {
+        const char* f[] = {"date", "time", "date-time", "email", "uuid", "uri"};
+        return std::string(R"({"type":"string","format":")") + f[rng_.next() % 6] + "\"}";
+      }
+      case 6:
+        return R"({"type":"string","pattern":"^[a-f0-9]{4,8}$"})";
+      case 7:
+        return R"({"type":["integer","null"]})";
+      case 8:
+        return object(depth + 1);
+      case 9:
+        return R"({"type":"array","items":)" + value(depth + 1) + R"(,"maxItems":)" +
+               std::to_string(1 + rng_.next() % 4) + "}";
+      default:
+        return R"({"anyOf":[)" + value(depth + 1) + "," + value(depth + 1) + "]}";
+    }
+  }
+  std::string object(int depth) {
+    int n = 1 + (int)(rng_.next() % 4);
+    std::string props, required;
+    for (int i = 0; i < n; ++i) {
+      std::string key = "k" + std::to_string(i) + (i % 2 ? "_x" : "");
+      props += (i ? "," : "") + ("\"" + key + "\":") + value(depth);
+      if (rng_.next() % 3) required += std::string(required.empty() ? "" : ",") + "\"" + key + "\"";
+    }
+    std::string add = rng_.next() % 4 ? "false" : "true";
+    return R"({"type":"object","properties":{)" + props + R"(},"required":[)" + required +
+           R"(],"additionalProperties":)" + add + "}";
+  }
+
+ private:
+  Rng rng_;
+};
+
+TEST(Constraint, ApiSchemasGiveValidJson) {
+  expect_valid_outputs(api_schemas(), 3, 600, 0.8);
+}
+
+TEST(Constraint, GeneratedSchemasGiveValidJson) {
+  std::vector<std::string> schemas;
+  SchemaGen gen(7);
+  for (int i = 0; i < 80; ++i) schemas.push_back(gen.object(0));
+  expect_valid_outputs(schemas, 2, 800, 0.8);
+}
+
+// The mask is exact: every id it allows is accepted, and a sample of the ids it refuses is
+// refused, at many points along random outputs.
+TEST(Constraint, MaskAgreesWithAccept) {
+  const TokenIndex& index = k3_index();
+  Rng rng(3);
+  for (const std::string& schema : api_schemas()) {
+    auto g = schema_grammar(schema);
+    TokenConstraint c(g, index);
+    std::vector<uint8_t> mask(index.mask_bytes());
+    for (int step = 0; step < 12 && !c.done(); ++step) {
+      c.mask(mask.data());
+      std::vector<int> yes;
+      for (int id = 0; id < index.vocab(); ++id)
+        if (allowed(mask, id)) yes.push_back(id);
+      ASSERT_FALSE(yes.empty()) << schema << " step " << step;
+      for (int k = 0; k < 40; ++k) {
+        int id = (int)(rng.next() % index.vocab());
+        TokenConstraint probe = c;
+        bool accepted = true;
+        try {
+          probe.accept(id);
+        } catch (const UsageError&) {
+          accepted = false;
+        }
+        EXPECT_EQ(accepted, allowed(mask, id)) << "id " << id << " schema " << schema;
+      }
+      for (size_t k = 0; k < yes.size(); k += 1 + yes.size() / 30) {
+        TokenConstraint probe = c;
+        EXPECT_NO_THROW(probe.accept(yes[k])) << yes[k];
+      }
+      c.accept(yes[rng.next() % yes.size()]);
+    }
+  }
+}
+
+std::string refusal(const std::string& schema) {
+  try {
+    Grammar g;
+    compile_json_schema(g, schema);
+  } catch (const SchemaError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(Constraint, UnsupportedKeywordsAreRefusedByName) {
+  EXPECT_NE(
+      refusal(R"({"type":"object","patternProperties":{"^a":{}}})").find("\"patternProperties\""),
+      std::string::npos);
+  EXPECT_NE(refusal(R"({"not":{"type":"string"}})").find("\"not\""), std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"array","uniqueItems":true})").find("uniqueItems"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(R"({"properties":{"a":{"type":"string","format":"hostname"}}})").find("hostname"),
+      std::string::npos);
+  EXPECT_NE(refusal(R"({"properties":{"a":{"if":{}}}})").find("#/properties/a"), std::string::npos);
+  EXPECT_NE(refusal(R"({"$ref":"http://example.org/s.json"})").find("local references"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"$ref":"#/$defs/missing"})").find("does not resolve"), std::string::npos);
+  EXPECT_NE(refusal(R"({"oneOf":[{"type":"integer"},{"type":"number"}]})").find("overlap"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"strin"})").find("unknown type"), std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"integer","minimum":5,"maximum":4})").find("no JSON value"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"type":"string","pattern":"^a{10}$","maxLength":5})").find("length bounds"),
+            std::string::npos);
+  EXPECT_NE(refusal("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(refusal(R"(false)").find("no JSON value"), std::string::npos);
+  // additionalProperties sees only its own schema's properties, as JSON Schema says.
+  EXPECT_NE(
+      refusal(
+          R"({"allOf":[{"properties":{"a":{}},"required":["a"]}],"additionalProperties":false})")
+          .find("required property \"a\" is not allowed"),
+      std::string::npos);
+}
+
+// K3 tool-call arguments come out in the XTML argument form the reply parser reads back.
+TEST(Constraint, XtmlArgumentsFollowTheToolSchema) {
+  auto g = std::make_shared<Grammar>();
+  int args = compile_xtml_arguments(
+      *g,
+      R"({"type":"object","properties":{"city":{"type":"string","maxLength":6},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"]})");
+  g->root = g->seq({args, g->literal("<|close|>call<|sep|>")});
+  const TokenIndex& index = k3_index();
+  const Tokenizer& tok = test::k3_tokenizer();
+  TokenConstraint c(g, index);
+  // Drive it with the canonical tokens of a valid call; every one must be allowed.
+  std::string text =
+      "<|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|>"
+      "<|open|>argument key=\"days\" "
+      "type=\"number\"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|>";
+  std::vector<uint8_t> mask(index.mask_bytes());
+  for (int id : tok.encode_markup(text)) {
+    c.mask(mask.data());
+    ASSERT_TRUE(allowed(mask, id)) << "token " << id << " '" << index.bytes(id) << "'";
+    c.accept(id);
+  }
+  EXPECT_TRUE(c.done());
+  // A missing required argument is never allowed to close the call.
+  TokenConstraint early(g, index);
+  for (int id : tok.encode_markup(
+           "<|open|>argument key=\"city\" type=\"string\"<|sep|>Rome<|close|>argument<|sep|>"))
+    early.accept(id);
+  early.mask(mask.data());
+  EXPECT_FALSE(allowed(mask, *tok.find_special("<|close|>")));
+}
+
+}  // namespace
+}  // namespace waste

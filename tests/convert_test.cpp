@@ -1,0 +1,778 @@
+// `waste convert` against synthetic release checkpoints: real tensor names at scaled-down shapes
+// (Kimi-Linear with BF16 experts, K3 with MXFP4 experts and the vision tower), shards laid out
+// like the releases (a trunk-only shard, a shard spanning layers, non-numeric order, metadata).
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "engine/container.h"
+#include "engine/convert.h"
+#include "engine/convert_plan.h"
+#include "engine/convert_verify.h"
+#include "engine/error.h"
+#include "engine/expert_record.h"
+#include "engine/f16.h"
+#include "engine/model.h"
+#include "engine/mxfp4.h"
+#include "engine/rng.h"
+#include "engine/safetensors.h"
+#include "engine/stopwatch.h"
+#include "engine/synth_tokenizer.h"
+#include "engine/tensor_specs.h"
+#include "engine/thread_pool.h"
+#include "engine/vq_encode.h"
+#include "prompt_templates/specials_file.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- a synthetic checkpoint writer --------------------------------------------------------
+
+struct StTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+void write_safetensors(const fs::path& p, const std::vector<StTensor>& ts) {
+  std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
+  uint64_t off = 0;
+  for (const StTensor& t : ts) {
+    std::string shape;
+    for (int64_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    h += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", t.name,
+                     t.dtype, shape, off, off + t.bytes.size());
+    off += t.bytes.size();
+  }
+  h += "}";
+  while ((8 + h.size()) % 8) h += ' ';  // the reference writer pads to 8 bytes
+  uint64_t n = h.size();
+  std::string file(reinterpret_cast<const char*>(&n), 8);
+  file += h;
+  for (const StTensor& t : ts) file += t.bytes;
+  test::write_file(p, file);
+}
+
+std::string bf16_bytes(const std::vector<float>& v) {
+  std::string s(v.size() * 2, '\0');
+  for (size_t i = 0; i < v.size(); i++) {
+    uint32_t b = f32_to_bits(v[i]);
+    b += 0x7fff + ((b >> 16) & 1);  // round to nearest even
+    uint16_t h = (uint16_t)(b >> 16);
+    std::memcpy(&s[2 * i], &h, 2);
+  }
+  return s;
+}
+
+std::string f32_bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+
+std::string f16_bytes(const std::vector<float>& v) {
+  std::string s(v.size() * 2, '\0');
+  for (size_t i = 0; i < v.size(); i++) {
+    uint16_t h = f32_to_f16(v[i]);
+    std::memcpy(&s[2 * i], &h, 2);
+  }
+  return s;
+}
+
+float gauss(Rng& r) {
+  double u = std::max(r.uniform(), 1e-12), v = r.uniform();
+  return (float)(std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v));
+}
+
+struct Shape {
+  bool k3 = false;
+  int hidden = 128, layers = 4, experts = 12, moe_inter = 40, dense_inter = 512, latent = 0;
+  int vocab = 1024;
+};
+
+std::string text_config(const Shape& s) {
+  std::string kda = "[1,2,4]";
+  std::string c = fmt::format(
+      "{{\"architectures\":[\"KimiLinearForCausalLM\"],\"model_type\":\"kimi_linear\","
+      "\"hidden_size\":{},\"num_hidden_layers\":{},\"vocab_size\":{},\"bos_token_id\":1,"
+      "\"eos_token_id\":2,\"rms_norm_eps\":1e-05,\"first_k_dense_replace\":1,"
+      "\"intermediate_size\":{},\"moe_intermediate_size\":{},\"num_experts\":{},"
+      "\"num_experts_per_token\":2,\"num_shared_experts\":1,\"moe_renormalize\":true,"
+      "\"routed_scaling_factor\":2.446,\"num_attention_heads\":4,\"qk_nope_head_dim\":16,"
+      "\"qk_rope_head_dim\":8,\"v_head_dim\":16,\"kv_lora_rank\":32,\"q_lora_rank\":{},"
+      "\"hidden_act\":\"{}\",\"linear_attn_config\":{{\"num_heads\":4,\"head_dim\":32,"
+      "\"short_conv_kernel_size\":4,\"kda_layers\":{},\"full_attn_layers\":[3]",
+      s.hidden, s.layers, s.vocab, s.dense_inter, s.moe_inter, s.experts, s.k3 ? "48" : "null",
+      s.k3 ? "situ" : "silu", kda);
+  if (!s.k3) return c + "}}";
+  return c + fmt::format(
+                 ",\"use_full_rank_gate\":true,\"gate_lower_bound\":-5.0}},"
+                 "\"activation_situ_beta\":4.0,\"activation_situ_linear_beta\":25.0,"
+                 "\"attn_res_block_size\":2,\"latent_moe_use_norm\":true,"
+                 "\"mla_use_output_gate\":true,\"routed_expert_hidden_size\":{}}}",
+                 s.latent);
+}
+
+std::string release_config(const Shape& s) {
+  if (!s.k3) return text_config(s);
+  return fmt::format(
+      "{{\"architectures\":[\"KimiK3ForConditionalGeneration\"],\"model_type\":\"kimi_k3\","
+      "\"media_placeholder_token_id\":1000,\"text_config\":{},\"vision_config\":{{"
+      "\"_attn_implementation\":\"flash_attention_2\",\"patch_size\":14,\"vt_hidden_size\":128,"
+      "\"vt_num_hidden_layers\":1,\"text_hidden_size\":{}}}}}",
+      text_config(s), s.hidden);
+}
+
+std::vector<float> values_for(const std::string& name, const std::vector<int64_t>& shape, Rng& r) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v((size_t)n);
+  float a = std::sqrt(3.0f / (float)shape.back());
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("A_log"))
+    for (int64_t i = 0; i < n; i++) v[i] = std::log(r.uniform(1.0f, 16.0f));
+  else if (has("dt_bias") || has("correction_bias") || has("conv1d"))
+    for (float& x : v) x = r.uniform(-0.5f, 0.5f);
+  else if (has("res_proj"))
+    for (float& x : v) x = r.uniform(-0.05f, 0.05f);
+  else if (shape.size() == 1)
+    for (float& x : v) x = r.uniform(0.8f, 1.2f);
+  else
+    for (float& x : v)
+      x = r.uniform(-a, a) * (has("embed_tokens") ? 1 / a : has("lm_head") ? 4 : 1);
+  return v;
+}
+
+// Writes a checkpoint folder: config.json, three shards + index, tokenizer files.
+void write_checkpoint(const fs::path& dir, const Shape& s, uint64_t seed = 7) {
+  fs::create_directories(dir);
+  test::write_file(dir / "config.json", release_config(s));
+  SynthVocab sv = write_synthetic_tokenizer(dir, s.k3 ? Arch::kK3 : Arch::kKimiLinear, 0);
+  (void)sv;
+  fs::remove(dir / "specials.json");
+  test::write_file(dir / "tokenizer_config.json",
+                   "{\"added_tokens_decoder\":{\"1001\":{\"content\":\"<|end_of_msg|>\"},"
+                   "\"1000\":{\"content\":\"<|media_pad|>\"}},\"model_max_length\":"
+                   "1000000000000000019884624838656}");
+  if (s.k3)
+    test::write_file(dir / "preprocessor_config.json",
+                     "{\"media_proc_cfg\":{\"in_patch_limit\":4096,\"patch_size\":14,"
+                     "\"image_mean\":[0.5,0.5,0.5],\"image_std\":[0.5,0.5,0.5],"
+                     "\"patch_limit_on_one_side\":512}}");
+  simdjson::dom::parser p;
+  simdjson::padded_string cfg_text(text_config(s));
+  ModelConfig c = parse_model_config(p.parse(cfg_text).value(), "test config");
+  std::string prefix = s.k3 ? "language_model." : "";
+  Rng r(seed);
+  // shard 1: model-level and layer 0 (trunk only); shard 2: layers 1-2; shard 3: the rest.
+  std::map<int, std::vector<StTensor>> shards;
+  auto shard_of = [&](int layer) { return layer <= 0 ? 1 : layer <= 2 ? 2 : 3; };
+  int i = 0;
+  for (const TensorSpec& t : text_tensor_specs(c)) {
+    int layer = -1;
+    if (t.name.rfind("model.layers.", 0) == 0) layer = std::stoi(t.name.substr(13));
+    std::vector<float> v = values_for(t.name, t.shape, r);
+    // Mostly BF16, as the releases; a few F32 and F16 to cover every widening.
+    StTensor st{prefix + t.name, "BF16", t.shape, ""};
+    if (t.name.find("A_log") != std::string::npos || t.name.find("correction") != std::string::npos)
+      st.dtype = "F32", st.bytes = f32_bytes(v);
+    else if (t.name.find("o_norm") != std::string::npos)
+      st.dtype = "F16", st.bytes = f16_bytes(v);
+    else
+      st.bytes = bf16_bytes(v);
+    shards[shard_of(layer)].push_back(std::move(st));
+    i++;
+  }
+  for (int l = 1; l < s.layers; l++)
+    for (int e = 0; e < s.experts; e++)
+      for (const char* w : {"w1", "w3", "w2"}) {
+        bool down = w[1] == '2';
+        int64_t width = c.expert_in(), rows = down ? width : s.moe_inter,
+                cols = down ? s.moe_inter : width;
+        std::vector<float> v((size_t)(rows * cols));
+        for (float& x : v) x = gauss(r) * 0.02f;
+        std::string name =
+            fmt::format("{}model.layers.{}.block_sparse_moe.experts.{}.{}.weight", prefix, l, e, w);
+        if (!s.k3) {
+          shards[shard_of(l)].push_back({name, "BF16", {rows, cols}, bf16_bytes(v)});
+          continue;
+        }
+        std::string packed((size_t)(rows * cols / 2), '\0'),
+            scales((size_t)(rows * cols / 32), '\0');
+        for (int64_t row = 0; row < rows; row++)
+          mxfp4_encode_row(v.data() + row * cols, cols, (uint8_t*)&packed[row * cols / 2],
+                           (uint8_t*)&scales[row * cols / 32]);
+        if (e == 0) scales[0] = 0;  // a group with e = 0 decodes as zero
+        shards[shard_of(l)].push_back({name + "_packed", "U8", {rows, cols / 2}, packed});
+        shards[shard_of(l)].push_back({name + "_scale", "U8", {rows, cols / 32}, scales});
+      }
+  if (s.k3) {
+    auto add = [&](std::string n, std::vector<int64_t> shape) {
+      shards[3].push_back({n, "BF16", shape, bf16_bytes(values_for(n, shape, r))});
+    };
+    add("vision_tower.patch_embed.proj.weight", {128, 3, 14, 14});  // 75,264: Q8G, flattened
+    add("vision_tower.patch_embed.pos_emb.weight", {8, 8, 128});    // small: F32, flattened
+    add("vision_tower.encoder.blocks.0.norm0.weight", {128});
+    add("vision_tower.encoder.blocks.0.wqkv.weight", {384, 128});
+    add("mm_projector.proj.0.weight", {512, 512});
+    add("mm_projector.post_norm.weight", {s.hidden});
+  }
+  std::string map;
+  for (auto& [k, ts] : shards) {
+    std::string file = fmt::format("model-{:05d}-of-00003.safetensors", k);
+    // Header order deliberately unsorted (the index and the converter must not care).
+    std::reverse(ts.begin(), ts.end());
+    write_safetensors(dir / file, ts);
+    for (const StTensor& t : ts)
+      map += fmt::format("{}\"{}\":\"{}\"", map.empty() ? "" : ",", t.name, file);
+  }
+  test::write_file(dir / "model.safetensors.index.json",
+                   "{\"metadata\":{\"total_size\":1},\"weight_map\":{" + map + "}}");
+}
+
+Shape kl_shape() {
+  return Shape{};
+}
+
+Shape k3_shape() {
+  Shape s;
+  s.k3 = true;
+  s.moe_inter = 96;
+  s.latent = 160;
+  return s;
+}
+
+ConvertOptions quick(const fs::path& src, const fs::path& out, int jobs = 2) {
+  ConvertOptions o;
+  o.src = src;
+  o.out = out;
+  o.jobs = jobs;
+  o.progress = false;
+  o.recipe.train_vectors = 3000;
+  o.recipe.iters = 3;
+  o.read_specials = [](const std::string& p) { return read_specials_file(p); };
+  o.log = [](const std::string&) {};
+  return o;
+}
+
+std::map<std::string, std::string> folder_bytes(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = test::read_file(e.path());
+  return out;
+}
+
+void expect_same_container(const fs::path& a, const fs::path& b) {
+  auto x = folder_bytes(a), y = folder_bytes(b);
+  ASSERT_EQ(x.size(), y.size());
+  for (auto& [name, bytes] : x) {
+    ASSERT_TRUE(y.count(name)) << name;
+    EXPECT_TRUE(bytes == y[name]) << name << " differs";
+  }
+}
+
+class ConvertTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    write_checkpoint(dir_->path() / "kl-src", kl_shape());
+    write_checkpoint(dir_->path() / "k3-src", k3_shape());
+    convert(quick(kl_src(), dir_->path() / "kl-ref"));
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static fs::path kl_src() { return dir_->path() / "kl-src"; }
+  static fs::path k3_src() { return dir_->path() / "k3-src"; }
+  static fs::path kl_ref() { return dir_->path() / "kl-ref"; }
+  static test::TempDir* dir_;
+};
+test::TempDir* ConvertTest::dir_ = nullptr;
+
+// Every trunk tensor against its source: F32 bit-exact; Q8G/Q4G within the converter doc §7.2
+// bound per element.
+void check_trunk(const Container& c, Checkpoint& ck, std::map<std::string, int>* formats) {
+  std::string trunk = test::read_file(c.dir() / "trunk.bin");
+  for (const TrunkEntry& t : c.manifest().trunk) {
+    (*formats)[format_name(t.fmt)]++;
+    int64_t n = t.elements();
+    std::vector<float> src((size_t)n);
+    ck.read_elements(t.name, 0, n, src.data());
+    const uint8_t* pay = reinterpret_cast<const uint8_t*>(trunk.data() + t.off);
+    if (t.fmt == TensorFormat::kF32) {
+      ASSERT_EQ(std::memcmp(pay, src.data(), (size_t)n * 4), 0) << t.name;
+      continue;
+    }
+    Matrix m{t.fmt, t.rows(), t.cols(), nullptr, nullptr};
+    const uint8_t* sc = reinterpret_cast<const uint8_t*>(trunk.data() + t.scale_off);
+    float qmax = t.fmt == TensorFormat::kQ8G ? 127 : 7;
+    for (int64_t r = 0; r < m.rows; r++)
+      for (int64_t j = 0; j < m.cols; j++) {
+        int64_t g = j / kQuantGroup;
+        float amax = 1e-8f;
+        for (int64_t k = g * kQuantGroup; k < std::min(m.cols, (g + 1) * kQuantGroup); k++)
+          amax = std::max(amax, std::fabs(src[(size_t)(r * m.cols + k)]));
+        float s = amax / qmax;
+        uint16_t h;
+        std::memcpy(&h, sc + 2 * (r * m.groups() + g), 2);
+        float s16 = f16_to_f32(h);
+        const uint8_t* row = pay + r * m.row_bytes();
+        int q =
+            t.fmt == TensorFormat::kQ8G ? (int8_t)row[j] : ((row[j / 2] >> (4 * (j & 1))) & 15) - 8;
+        // Half a step, plus the f32 rounding of x/s (half an ulp of 127 is 3.8e-6), plus
+        // the f16 rounding of the stored scale.
+        double bound = (double)s * (0.5 + 4e-6) + std::abs(q) * std::fabs((double)s - s16) + 1e-30;
+        ASSERT_LE(std::fabs((double)src[(size_t)(r * m.cols + j)] - (double)q * s16), bound)
+            << t.name << " " << r << "," << j;
+      }
+  }
+}
+
+void check_container(const fs::path& out, const fs::path& src) {
+  auto c = Container::open(out);
+  Checkpoint ck(src);
+  std::map<std::string, int> formats;
+  check_trunk(*c, ck, &formats);
+  EXPECT_GT(formats["F32"], 0);
+  EXPECT_GT(formats["Q8G"], 1);
+  EXPECT_GT(formats["Q4G"], 0);
+  // A forward pass runs and gives finite logits.
+  ModelOptions mo;
+  mo.threads = 2;
+  Model m(*c, mo);
+  Session s = m.new_session(16);
+  std::vector<int32_t> ids = {5, 17, 99, 300};
+  std::vector<float> logits(c->config().vocab);
+  m.forward(s, ids, logits.data());
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  // Experts decode back within the VQ error, CRCs and padding checked.
+  OpenOptions oo;
+  oo.load_trunk = false;
+  oo.verify_crc = true;
+  auto cv = Container::open(out, oo);
+  DeepReport d = verify_deep(*cv, &ck, 2);
+  EXPECT_TRUE(d.problems.empty()) << d.problems.front();
+  EXPECT_LT(d.max, 0.30);
+  EXPECT_GT(d.median, 0.05);
+  std::printf("  %s: expert error median %.2f%%, max %.2f%%\n", out.filename().c_str(),
+              100 * d.median, 100 * d.max);
+}
+
+TEST_F(ConvertTest, KimiLinearConvertsAndRuns) {
+  check_container(kl_ref(), kl_src());
+  EXPECT_TRUE(fs::exists(kl_ref() / "tokenizer.model"));
+  EXPECT_FALSE(fs::exists(kl_ref() / kConvertStateDir));
+  std::string sp = test::read_file(kl_ref() / "specials.json");
+  EXPECT_LT(sp.find("1000"), sp.find("1001"));  // sorted by id
+}
+
+TEST_F(ConvertTest, K3WithMxfp4AndVisionConvertsAndRuns) {
+  fs::path out = dir_->path() / "k3-out";
+  ConvertReport r = convert(quick(k3_src(), out));
+  EXPECT_EQ(r.layers_converted, 3);
+  check_container(out, k3_src());
+  auto c = Container::open(out, {false, false, false});
+  EXPECT_EQ(c->manifest().tensor_prefix, "language_model.");
+  EXPECT_EQ(c->config().architecture, "KimiK3ForConditionalGeneration");
+  const TrunkEntry* patch = nullptr;
+  for (const TrunkEntry& t : c->manifest().trunk)
+    if (t.name == "vision_tower.patch_embed.proj.weight") patch = &t;
+  ASSERT_TRUE(patch);
+  EXPECT_EQ(patch->fmt, TensorFormat::kQ8G);
+  EXPECT_EQ(patch->shape, (std::vector<int64_t>{128, 588}));
+  ASSERT_TRUE(c->vision_json().has_value());
+  EXPECT_NE(c->vision_json()->find("\"media_placeholder_token_id\": 1000"), std::string::npos);
+  EXPECT_EQ(c->vision_json()->find("_attn_implementation"), std::string::npos);
+  ASSERT_TRUE(c->chat_json().has_value());
+}
+
+TEST_F(ConvertTest, JobsAndInstructionSetDoNotChangeABit) {
+  test::TempDir d;
+  ConvertOptions a = quick(kl_src(), d / "a", 1);
+  a.isa = Isa::kScalar;
+  convert(a);
+  expect_same_container(d / "a", kl_ref());  // the reference: 2 threads, best ISA
+  ConvertOptions b = quick(kl_src(), d / "b", 3);
+  b.recipe.seed = 5;
+  convert(b);
+  EXPECT_NE(test::read_file(d / "b" / "codebooks.bin"),
+            test::read_file(kl_ref() / "codebooks.bin"));
+  EXPECT_EQ(test::read_file(d / "b" / "trunk.bin"), test::read_file(kl_ref() / "trunk.bin"));
+}
+
+struct Crash {};
+
+TEST_F(ConvertTest, KillAtRandomStepsThenResumeIsByteIdentical) {
+  std::atomic<int> steps{0};
+  {
+    test::TempDir d;
+    ConvertOptions o = quick(kl_src(), d / "count");
+    o.step_hook = [&](const char*) { steps++; };
+    convert(o);
+  }
+  Rng rng(2024);
+  for (int trial = 0; trial < 5; trial++) {
+    test::TempDir d;
+    fs::path out = d / "m";
+    // One to three crashes at random steps, then a clean resume.
+    int crashes = 1 + (int)rng.below(3);
+    for (int k = 0; k < crashes; k++) {
+      int at = 1 + (int)rng.below((uint32_t)steps.load());
+      std::atomic<int> n{0};
+      ConvertOptions o = quick(kl_src(), out, 1 + (int)rng.below(3));
+      o.step_hook = [&](const char*) {
+        if (++n == at) throw Crash{};
+      };
+      try {
+        convert(o);
+      } catch (const Crash&) {
+      }
+    }
+    ConvertReport r = convert(quick(kl_src(), out));
+    SCOPED_TRACE(trial);
+    expect_same_container(out, kl_ref());
+    if (r.layers_resumed + r.layers_converted > 0) {
+      EXPECT_EQ(r.layers.size(), 3u);
+      EXPECT_GT(r.median_error, 0.0);  // resumed layers keep their recorded errors
+    }
+  }
+}
+
+TEST_F(ConvertTest, SigkilledBinaryResumesToTheSameBytes) {
+  for (const char* after : {"0.15", "0.5"}) {
+    test::TempDir d;
+    std::string cmd =
+        fmt::format("timeout -s KILL {} {} convert --src {} --out {} --quiet", after,
+                    test::waste_binary().string(), kl_src().string(), (d / "m").string());
+    std::string out;
+    test::run_command(cmd, &out);
+    // The binary uses the full recipe; compare against a full-recipe in-process run.
+    int rc = test::run_command(
+        fmt::format("{} convert --src {} --out {} --quiet", test::waste_binary().string(),
+                    kl_src().string(), (d / "m").string()),
+        &out);
+    ASSERT_EQ(rc, 0) << out;
+    ConvertOptions o = quick(kl_src(), d / "ref");
+    o.recipe = VqRecipe{};
+    convert(o);
+    expect_same_container(d / "m", d / "ref");
+  }
+  test::TempDir d;
+  ASSERT_EQ(test::run_command(
+                fmt::format("{} convert --src {} --out {} --quiet", test::waste_binary().string(),
+                            kl_src().string(), (d / "m").string()),
+                nullptr),
+            0);
+  std::string out;
+  int rc =
+      test::run_command(fmt::format("{} verify {} --deep --src {}", test::waste_binary().string(),
+                                    (d / "m").string(), kl_src().string()),
+                        &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("relative error vs source median"), std::string::npos) << out;
+}
+
+TEST_F(ConvertTest, ReclaimDryReportsAndOnDeletesOnlySpentShards) {
+  test::TempDir d;
+  fs::copy(kl_src(), d / "src");
+  ConvertOptions dry = quick(d / "src", d / "dry");
+  dry.reclaim = Reclaim::kDry;
+  ConvertReport r = convert(dry);
+  EXPECT_EQ(r.reclaimed.size(), 3u);
+  EXPECT_EQ(folder_bytes(d / "src").size(), folder_bytes(kl_src()).size());
+  EXPECT_FALSE(fs::exists(d / "src" / ".reclaimed"));
+  expect_same_container(d / "dry", kl_ref());
+
+  // Crash right after layer 1: only the trunk-only shard is spent (shard 2 still owes layer 2).
+  ConvertOptions on = quick(d / "src", d / "on");
+  on.reclaim = Reclaim::kOn;
+  int layers_done = 0;
+  on.step_hook = [&](const char* step) {
+    if (std::string(step) == "layer.done" && ++layers_done == 1) throw Crash{};
+  };
+  EXPECT_THROW(convert(on), Crash);
+  EXPECT_FALSE(fs::exists(d / "src" / "model-00001-of-00003.safetensors"));
+  EXPECT_TRUE(fs::exists(d / "src" / "model-00002-of-00003.safetensors"));
+  EXPECT_EQ(test::read_file(d / "src" / ".reclaimed"), "model-00001-of-00003.safetensors\n");
+  on.step_hook = nullptr;
+  r = convert(on);
+  EXPECT_EQ(r.layers_resumed, 1);
+  EXPECT_EQ(r.reclaimed.size(), 2u);
+  for (int k = 1; k <= 3; k++)
+    EXPECT_FALSE(fs::exists(d / "src" / fmt::format("model-{:05d}-of-00003.safetensors", k)));
+  expect_same_container(d / "on", kl_ref());
+}
+
+TEST_F(ConvertTest, ReclaimRefusesUnverifiedAndMissingShards) {
+  test::TempDir d;
+  fs::copy(kl_src(), d / "src");
+  test::write_file(d / "src" / ".download-state", "model-00001-of-00003.safetensors\n");
+  ConvertOptions on = quick(d / "src", d / "out");
+  on.reclaim = Reclaim::kOn;
+  try {
+    convert(on);
+    FAIL() << "an unverified shard was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("model-00002-of-00003"), std::string::npos) << e.what();
+  }
+  for (int k = 1; k <= 3; k++)
+    EXPECT_TRUE(fs::exists(d / "src" / fmt::format("model-{:05d}-of-00003.safetensors", k)));
+  fs::remove(d / "src" / ".download-state");
+  fs::remove(d / "src" / "model-00003-of-00003.safetensors");
+  fs::remove_all(d / "out");
+  try {
+    convert(on);
+    FAIL() << "a missing shard was accepted";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("model-00003-of-00003"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(d / "src" / "model-00001-of-00003.safetensors"));
+  ConvertOptions nested = quick(d / "src", d / "src" / "out");
+  EXPECT_THROW(convert(nested), UsageError);
+}
+
+// ---- bad inputs --------------------------------------------------------------------------
+
+std::string convert_error(const fs::path& src) {
+  test::TempDir d;
+  try {
+    convert(quick(src, d / "out"));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(ConvertTest, BadInputsNameTheFileAndTensor) {
+  test::TempDir d;
+  const std::string shard = "model-00002-of-00003.safetensors";
+  auto fresh = [&](const char* name) {
+    fs::path p = d / name;
+    fs::copy(kl_src(), p);
+    return p;
+  };
+  {  // truncated shard
+    fs::path p = fresh("trunc");
+    fs::resize_file(p / shard, fs::file_size(p / shard) - 100);
+    std::string e = convert_error(p);
+    EXPECT_NE(e.find(shard), std::string::npos) << e;
+    EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+  }
+  {  // header length beyond the file
+    fs::path p = fresh("hdr");
+    std::string b = test::read_file(p / shard);
+    uint64_t n = b.size() + 1;
+    std::memcpy(&b[0], &n, 8);
+    test::write_file(p / shard, b);
+    std::string e = convert_error(p);
+    EXPECT_NE(e.find(shard), std::string::npos) << e;
+    EXPECT_NE(e.find("header length"), std::string::npos) << e;
+  }
+  {  // dtype that does not match the byte span
+    fs::path p = fresh("dtype");
+    std::string b = test::read_file(p / shard);
+    size_t at = b.find("\"BF16\"");
+    b.replace(at, 6, "\"F32\" ");
+    test::write_file(p / shard, b);
+    std::string e = convert_error(p);
+    EXPECT_NE(e.find(shard), std::string::npos) << e;
+    EXPECT_NE(e.find("dtype or shape mismatch"), std::string::npos) << e;
+  }
+  {  // a required tensor missing from the index
+    fs::path p = fresh("index");
+    std::string idx = test::read_file(p / "model.safetensors.index.json");
+    const std::string t = "\"model.layers.2.input_layernorm.weight\":";
+    size_t at = idx.find(t);
+    ASSERT_NE(at, std::string::npos);
+    size_t end = idx.find(',', at);
+    idx.erase(at, end - at + 1);
+    test::write_file(p / "model.safetensors.index.json", idx);
+    std::string e = convert_error(p);
+    EXPECT_NE(e.find("model.layers.2.input_layernorm.weight"), std::string::npos) << e;
+  }
+  {  // an expert missing from the index
+    fs::path p = fresh("expert");
+    std::string idx = test::read_file(p / "model.safetensors.index.json");
+    const std::string t = "\"model.layers.3.block_sparse_moe.experts.5.w2.weight\":";
+    size_t at = idx.find(t);
+    idx.erase(at, idx.find(',', at) - at + 1);
+    test::write_file(p / "model.safetensors.index.json", idx);
+    std::string e = convert_error(p);
+    EXPECT_NE(e.find("experts.5.w2"), std::string::npos) << e;
+  }
+  {  // the index names a tensor its shard does not hold
+    fs::path p = fresh("moved");
+    std::string idx = test::read_file(p / "model.safetensors.index.json");
+    const std::string t = "\"model.layers.3.input_layernorm.weight\":\"model-00003";
+    size_t at = idx.find(t);
+    ASSERT_NE(at, std::string::npos);
+    idx.replace(at + t.size() - 5, 5, "00001");
+    test::write_file(p / "model.safetensors.index.json", idx);
+    std::string e = convert_error(p);
+    EXPECT_NE(e.find("model-00001-of-00003"), std::string::npos) << e;
+    EXPECT_NE(e.find("model.layers.3.input_layernorm.weight"), std::string::npos) << e;
+  }
+}
+
+TEST_F(ConvertTest, Mxfp4NanScaleIsRefused) {
+  uint8_t packed[16] = {}, scales[1] = {255};
+  float out[32];
+  try {
+    mxfp4_decode_row(packed, scales, 32, out, "shard.safetensors: tensor x_scale", 3);
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("x_scale"), std::string::npos);
+  }
+  scales[0] = 127;
+  packed[0] = 0x9f;  // low nibble 0xf = -6, high nibble 9 = -0.5
+  mxfp4_decode_row(packed, scales, 32, out, "t", 0);
+  EXPECT_EQ(out[0], -6.0f);
+  EXPECT_EQ(out[1], -0.5f);
+}
+
+TEST_F(ConvertTest, TooFewTrainingVectorsIsRefused) {
+  std::vector<float> x(100 * 8, 0.5f);
+  VqRecipe r;
+  EXPECT_THROW(train_books(x, r, 1, Isa::kScalar, nullptr, "layer 1 gate"), FormatError);
+}
+
+// Every search kernel this CPU can run, scalar first (the reference).
+std::vector<std::pair<const char*, NearestFn>> runnable_kernels() {
+  std::vector<std::pair<const char*, NearestFn>> ks{{"scalar", detail::nearest_scalar}};
+  if (cpu_supports(Isa::kAvx2)) ks.emplace_back("avx2", detail::nearest_avx2);
+  if (cpu_supports(Isa::kAvx512)) ks.emplace_back("avx512", detail::nearest_avx512);
+  return ks;
+}
+
+// Indices of every kernel for `xs` (whole groups of 8, dimension-major) against `book` (entry
+// major, values as stored); each must equal the scalar kernel's. Returns the scalar indices.
+std::vector<uint8_t> expect_kernels_agree(const std::vector<float>& book,
+                                          const std::vector<float>& xs, const std::string& what) {
+  const int E = (int)book.size() / 8;
+  std::vector<float> norms((size_t)E);
+  for (int c = 0; c < E; c++) {
+    float a = 0;
+    for (int d = 0; d < 8; d++) a = std::fma(book[c * 8 + d], book[c * 8 + d], a);
+    norms[c] = a;
+  }
+  SearchBook sb = search_book(book.data(), norms.data(), E);
+  const int64_t groups = (int64_t)xs.size() / 64;
+  std::vector<uint8_t> ref((size_t)groups * 8);
+  for (auto [name, k] : runnable_kernels()) {
+    std::vector<uint8_t> got((size_t)groups * 8, 0xee);
+    k(sb.view(), xs.data(), groups, got.data());
+    if (k == detail::nearest_scalar)
+      ref = got;
+    else
+      EXPECT_EQ(got, ref) << name << ", " << what;
+  }
+  return ref;
+}
+
+std::vector<float> stored_uniform(Rng& r, size_t n) {
+  std::vector<float> v(n);
+  for (float& x : v) x = f16_to_f32_flush(f32_to_f16(r.uniform(-1, 1)));
+  return v;
+}
+
+TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnRandomData) {
+  Rng r(3);
+  for (int E : {256, 100, 64, 17, 1}) {
+    std::vector<float> book = stored_uniform(r, (size_t)E * 8), xs(64 * 64);
+    for (float& v : xs) v = r.uniform(-1, 1);
+    expect_kernels_agree(book, xs, fmt::format("{} entries", E));
+  }
+}
+
+TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnExactTies) {
+  Rng r(4);
+  // Duplicate entries: the copy (higher index) must never win.
+  std::vector<float> book = stored_uniform(r, 256 * 8), xs(64 * 64);
+  for (int c = 200; c < 256; c++) std::memcpy(&book[c * 8], &book[(c - 200) * 8], 32);
+  for (float& v : xs) v = r.uniform(-1, 1);
+  for (uint8_t i : expect_kernels_agree(book, xs, "duplicates")) EXPECT_LT(i, 200);
+  // The 256 sign patterns of one vector share |c|^2 bit for bit, so a zero coordinate of x ties
+  // the entries differing only there: ties across lanes, blocks and trackers, in shuffled order.
+  std::vector<float> base = stored_uniform(r, 8), signs(256 * 8);
+  for (int c = 0; c < 256; c++)
+    for (int d = 0; d < 8; d++) signs[c * 8 + d] = (c >> d & 1) ? -base[d] : base[d];
+  for (int c = 255; c > 0; c--) {
+    int j = (int)r.below((uint32_t)c + 1);
+    for (int d = 0; d < 8; d++) std::swap(signs[c * 8 + d], signs[j * 8 + d]);
+  }
+  for (int zeros : {8, 7, 5, 3, 1}) {
+    for (size_t i = 0; i < xs.size(); i++)
+      xs[i] = (int)(i / 8 % 8) < zeros ? 0.0f : r.uniform(-1, 1);
+    std::vector<uint8_t> got = expect_kernels_agree(signs, xs, fmt::format("{} zero dims", zeros));
+    if (zeros == 8) {
+      for (uint8_t i : got) EXPECT_EQ(i, 0);  // everything ties: the first entry
+    }
+  }
+}
+
+// WASTE_CONVERT_BENCH=1: encode throughput at Kimi-Linear expert shape, and the error of the
+// full recipe on Gaussian BF16 and MXFP4-quantized experts of that shape.
+TEST(ConvertBench, EncodeThroughputAndError) {
+  if (!std::getenv("WASTE_CONVERT_BENCH")) GTEST_SKIP() << "set WASTE_CONVERT_BENCH=1";
+  const int64_t M = 1024, N = 2304;
+  Rng r(11);
+  auto matrix = [&](bool mx) {
+    std::vector<float> w((size_t)(M * N));
+    for (float& x : w) x = gauss(r) * 0.02f;
+    if (mx) {
+      std::vector<uint8_t> p((size_t)N / 2), s((size_t)N / 32);
+      for (int64_t row = 0; row < M; row++) {
+        mxfp4_encode_row(&w[(size_t)(row * N)], N, p.data(), s.data());
+        mxfp4_decode_row(p.data(), s.data(), N, &w[(size_t)(row * N)], "bench", row);
+      }
+    }
+    return w;
+  };
+  for (bool mx : {false, true}) {
+    VqRecipe rec;
+    // 12 experts' worth of training data, 25,000 vectors each, as the original.
+    std::vector<float> train;
+    std::vector<std::vector<float>> experts;
+    for (int e = 0; e < 12; e++) {
+      experts.push_back(matrix(mx));
+      std::vector<float> x(experts.back().size()), sc(M);
+      normalize_rows(experts.back().data(), M, N, x.data(), sc.data());
+      Rng pick(derive_seed(0, 1, (uint64_t)e, 0));
+      for (uint32_t i : sample_ids((uint64_t)(M * N / 8), 25000, pick))
+        train.insert(train.end(), &x[(size_t)i * 8], &x[(size_t)i * 8 + 8]);
+    }
+    ThreadPool pool(0);
+    auto t0 = SteadyClock::now();
+    KindBooks b = train_books(train, rec, 1, detect_isa(), &pool, "bench");
+    double train_s = seconds_since(t0);
+    std::vector<uint8_t> idx((size_t)(M * N / 8 * 3));
+    std::vector<uint16_t> sc(M);
+    std::vector<double> errs;
+    // WASTE_VQ_KERNEL=scalar|avx2|avx512 picks the encode kernel (training keeps the best one:
+    // the books are the same either way).
+    const char* forced = std::getenv("WASTE_VQ_KERNEL");
+    Isa enc_isa = forced ? choose_isa(forced, cpu_features()) : detect_isa();
+    NearestFn k = nearest_kernel(enc_isa);
+    t0 = SteadyClock::now();
+    for (auto& w : experts)
+      errs.push_back(encode_matrix(w.data(), M, N, b, k, idx.data(), sc.data()).relative());
+    double enc_s = seconds_since(t0);
+    std::sort(errs.begin(), errs.end());
+    double vps = 12.0 * M * N / 8 / enc_s;
+    std::printf(
+        "%s experts [%ld x %ld], %s: train %.2f s (%d threads), encode %.3g vectors/s on one "
+        "core (%.3f ns per entry-eval), error median %.2f%% (min %.2f, max %.2f)\n",
+        mx ? "MXFP4" : "BF16 Gaussian", (long)M, (long)N, isa_name(enc_isa), train_s, pool.size(),
+        vps, 1e9 / (vps * 768), 100 * errs[6], 100 * errs.front(), 100 * errs.back());
+    std::printf("  K3 projection: 3.403e11 vectors / (%.3g x 16 cores) = %.0f min of encode\n", vps,
+                3.403e11 / (vps * 16) / 60);
+  }
+}
+
+}  // namespace
+}  // namespace waste

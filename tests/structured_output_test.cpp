@@ -1,0 +1,214 @@
+// Structured outputs end to end: the daemon on random-weight synthetic models, with
+// response_format and forced tool calls. Whatever finishes must parse and validate (checked by
+// Python's jsonschema); what max_tokens cuts is reported as length.
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include <list>
+
+#include "engine/synth.h"
+#include "engine/tokenizer.h"
+#include "prompt_templates/specials_file.h"
+#include "protocol/json_writer.h"
+#include "tests/http_client.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+using test::Daemon;
+using test::http_request;
+using test::HttpResponse;
+
+class StructuredOutputTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    write_synthetic(dir_->path() / "kl.waste", {Arch::kKimiLinear, "tiny", 9});
+    write_synthetic(dir_->path() / "k3.waste", {Arch::kK3, "tiny", 9});
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string model(const char* name) { return (dir_->path() / name).string(); }
+
+  static std::unique_ptr<Daemon> start(const std::string& path) {
+    auto d =
+        std::make_unique<Daemon>(std::vector<std::string>{path, "--port", "0", "--threads", "2"});
+    EXPECT_TRUE(d->wait_ready()) << d->log();
+    return d;
+  }
+
+  // logit_bias favouring the tokens that close strings, arrays, objects and channels, so that
+  // random weights finish most outputs within the budget.
+  static std::string closing_bias(const char* name) {
+    auto specials = read_specials_file(dir_->path() / name / "specials.json");
+    Tokenizer tok(dir_->path() / name / "tokenizer.model", specials);
+    std::string out = "{";
+    auto add = [&](int id, int bias) {
+      out +=
+          (out.size() > 1 ? "," : "") + ("\"" + std::to_string(id) + "\":" + std::to_string(bias));
+    };
+    for (const char* text : {"\"", "}", "]", ",", "\",", "\"}"})
+      for (int id : tok.encode_text(text)) add(id, 6);
+    for (const char* s : {"<|close|>", "<|im_end|>", "<|end_of_msg|>"})
+      if (auto id = tok.find_special(s)) add(*id, 8);
+    return out + "}";
+  }
+
+  simdjson::dom::element parse(const std::string& s) {
+    docs_.emplace_back(s);
+    return parsers_.emplace_back().parse(docs_.back()).value();
+  }
+
+  // Validates each (schema, JSON text) with scripts/reference/validate_json.py.
+  static void expect_valid(const std::vector<std::pair<std::string, std::string>>& cases) {
+    test::TempDir tmp;
+    std::string lines;
+    for (const auto& [schema, text] : cases) {
+      std::string quoted;
+      append_json_string(&quoted, text);
+      lines += "{\"schema\":" + schema + ",\"output\":" + quoted + "}\n";
+    }
+    test::write_file(tmp / "cases.jsonl", lines);
+    std::string out;
+    int rc = test::run_command(
+        "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/validate_json.py").string() +
+            " < " + (tmp / "cases.jsonl").string(),
+        &out);
+    EXPECT_EQ(rc, 0) << out;
+  }
+
+  static test::TempDir* dir_;
+  std::list<simdjson::padded_string> docs_;
+  std::list<simdjson::dom::parser> parsers_;
+};
+test::TempDir* StructuredOutputTest::dir_ = nullptr;
+
+const std::vector<std::string>& schemas() {
+  static const std::vector<std::string> s = {
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},"age":{"type":"integer","minimum":0,"maximum":120}},"required":["name","age"],"additionalProperties":false})",
+      R"({"type":"array","items":{"enum":["a","b",1,null]},"minItems":1,"maxItems":3})",
+      R"({"type":"object","properties":{"d":{"type":"string","format":"date"},"ok":{"type":"boolean"}},"required":["d","ok"],"additionalProperties":false})",
+      R"({"$defs":{"t":{"type":"object","properties":{"v":{"type":"integer"},"next":{"anyOf":[{"type":"null"},{"$ref":"#/$defs/t"}]}},"required":["v","next"],"additionalProperties":false}},"$ref":"#/$defs/t"})",
+      R"({"type":"string","pattern":"^[a-c]{2,5}$"})",
+  };
+  return s;
+}
+
+TEST_F(StructuredOutputTest, ResponseFormatGivesValidJsonOnBothFamilies) {
+  std::vector<std::pair<std::string, std::string>> finished;
+  int lengths = 0;
+  // K3 also with thinking on: the schema then applies after the think channel closes.
+  for (const char* name : {"kl.waste", "k3.waste", "k3-thinking"}) {
+    bool thinking = std::string(name) == "k3-thinking";
+    if (thinking) name = "k3.waste";
+    auto d = start(model(name));
+    std::string bias = closing_bias(name);
+    for (size_t s = 0; s < schemas().size(); ++s) {
+      for (int seed = 0; seed < 3; ++seed) {
+        std::string body =
+            R"({"messages":[{"role":"user","content":"answer in JSON"}],"max_tokens":160,"temperature":1,"seed":)" +
+            std::to_string(seed) + R"(,"thinking":{"type":")" +
+            (thinking ? "enabled" : "disabled") + R"("},"logit_bias":)" + bias +
+            R"(,"response_format":{"type":"json_schema","json_schema":{"name":"t","strict":true,"schema":)" +
+            schemas()[s] + "}}}";
+        HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        auto choice = parse(r.body)["choices"].at(0);
+        std::string_view reason = choice["finish_reason"].get_string().value();
+        std::string content(choice["message"]["content"].get_string().value());
+        if (reason == "stop")
+          finished.push_back({schemas()[s], content});
+        else
+          EXPECT_EQ(reason, "length"), ++lengths;
+      }
+    }
+  }
+  std::printf("%zu outputs finished, %d cut by max_tokens\n", finished.size(), lengths);
+  EXPECT_GE(finished.size(), schemas().size()) << lengths << " cut by max_tokens";
+  expect_valid(finished);
+}
+
+TEST_F(StructuredOutputTest, JsonObjectAndCutOutputsAreReportedHonestly) {
+  auto d = start(model("kl.waste"));
+  std::string body =
+      R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2,"seed":1,"response_format":{"type":"json_object"}})";
+  HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto choice = parse(r.body)["choices"].at(0);
+  EXPECT_EQ(std::string_view(choice["finish_reason"].get_string().value()), "length");
+  std::string content(choice["message"]["content"].get_string().value());
+  ASSERT_FALSE(content.empty());
+  EXPECT_EQ(content[0], '{');  // an object was begun, and no text before it
+}
+
+TEST_F(StructuredOutputTest, UnsupportedSchemasAre400NamingTheKeyword) {
+  auto d = start(model("kl.waste"));
+  struct Case {
+    const char* schema;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{R"({"type":"object","patternProperties":{"a":{}}})", "patternProperties"},
+        Case{R"({"type":"string","format":"hostname"})", "hostname"},
+        Case{R"({"not":{}})", "\"not\""}, Case{R"({"$ref":"#/nowhere"})", "does not resolve"}}) {
+    std::string body =
+        R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"t","schema":)" +
+        std::string(c.schema) + "}}}";
+    HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400) << r.body;
+    auto err = parse(r.body)["error"];
+    EXPECT_NE(std::string(err["message"].get_string().value()).find(c.says), std::string::npos)
+        << r.body;
+    EXPECT_EQ(std::string_view(err["param"].get_string().value()), "response_format");
+  }
+}
+
+TEST_F(StructuredOutputTest, ForcedToolCallsHaveArgumentsThatMatchTheSchema) {
+  auto d = start(model("k3.waste"));
+  const std::string params =
+      R"({"type":"object","properties":{"city":{"type":"string","maxLength":8},"days":{"type":"integer","minimum":1,"maximum":7},"units":{"enum":["c","f"]}},"required":["city","days"],"additionalProperties":false})";
+  const std::string tools =
+      R"([{"type":"function","function":{"name":"weather","parameters":)" + params +
+      R"(}},{"type":"function","function":{"name":"noop","parameters":{"type":"object","properties":{}}}}])";
+  std::string bias = closing_bias("k3.waste");
+  std::vector<std::pair<std::string, std::string>> args;
+  for (const char* choice :
+       {R"({"type":"function","function":{"name":"weather"}})", R"("required")"}) {
+    for (int seed = 0; seed < 4; ++seed) {
+      std::string body =
+          R"({"messages":[{"role":"user","content":"weather?"}],"max_tokens":150,"temperature":1,"seed":)" +
+          std::to_string(seed) + R"(,"thinking":{"type":"disabled"},"logit_bias":)" + bias +
+          R"(,"tools":)" + tools + R"(,"tool_choice":)" + choice + "}";
+      HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.body;
+      auto c = parse(r.body)["choices"].at(0);
+      std::string_view reason = c["finish_reason"].get_string().value();
+      if (reason == "length") continue;
+      ASSERT_EQ(reason, "tool_calls") << r.body;
+      auto call = c["message"]["tool_calls"].at(0)["function"];
+      std::string name(call["name"].get_string().value());
+      std::string arguments(call["arguments"].get_string().value());
+      if (choice[0] == '{') EXPECT_EQ(name, "weather");
+      args.push_back(
+          {name == "weather" ? params : R"({"type":"object","additionalProperties":false})",
+           arguments});
+    }
+  }
+  std::printf("%zu tool calls finished\n", args.size());
+  EXPECT_GE(args.size(), 2u);
+  expect_valid(args);
+}
+
+TEST_F(StructuredOutputTest, BadToolSchemasAre400) {
+  auto d = start(model("k3.waste"));
+  std::string body =
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"not":{}}}}}}],"tool_choice":"required"})";
+  HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("tools[0]"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("not"), std::string::npos) << r.body;
+}
+
+}  // namespace
+}  // namespace waste

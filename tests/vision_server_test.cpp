@@ -1,0 +1,172 @@
+// Images through the daemon: image_url parts with data: URLs answered on a synthetic K3 tiny
+// container (with its small tower), prefix reuse keyed by image content, and a clear 400 naming
+// the part for every bad image, with the daemon still healthy afterwards.
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include <filesystem>
+#include <list>
+
+#include "engine/synth.h"
+#include "tests/http_client.h"
+#include "tests/png_util.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Daemon;
+using test::http_request;
+using test::HttpResponse;
+
+class VisionServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    write_synthetic(dir_->path() / "k3.waste", {Arch::kK3, "tiny", 5});
+    write_synthetic(dir_->path() / "kl.waste", {Arch::kKimiLinear, "tiny", 5});
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string k3() { return (dir_->path() / "k3.waste").string(); }
+  static std::string kl() { return (dir_->path() / "kl.waste").string(); }
+
+  static std::unique_ptr<Daemon> start(std::vector<std::string> args) {
+    args.insert(args.end(), {"--port", "0", "--threads", "2"});
+    auto d = std::make_unique<Daemon>(args);
+    EXPECT_TRUE(d->wait_ready()) << d->log();
+    return d;
+  }
+
+  // A user message whose content is an image part (url) then a text part.
+  static std::string request(const std::string& url, const std::string& role = "user",
+                             const std::string& extra = "") {
+    return R"({"messages":[)" + extra + R"({"role":")" + role +
+           R"(","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":")" +
+           url + R"("}}]}],"max_tokens":4,"temperature":0,"thinking":{"type":"disabled"}})";
+  }
+
+  simdjson::dom::element parse(const std::string& s) {
+    docs_.emplace_back(s);
+    return parser_.emplace_back().parse(docs_.back()).value();
+  }
+
+  static test::TempDir* dir_;
+  std::list<simdjson::padded_string> docs_;
+  std::list<simdjson::dom::parser> parser_;
+};
+test::TempDir* VisionServerTest::dir_ = nullptr;
+
+TEST_F(VisionServerTest, ImagePartsAreAnsweredAndSnapshotsAreKeyedByImage) {
+  auto d = start({k3()});
+  const std::string a = test::png_data_url(100, 60, 1), b = test::png_data_url(100, 60, 2);
+  HttpResponse text = http_request(
+      d->port(), "POST", "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"look"}],"max_tokens":4,"thinking":{"type":"disabled"}})");
+  ASSERT_EQ(text.status, 200) << text.body;
+  int64_t text_tokens = parse(text.body)["usage"]["prompt_tokens"];
+
+  HttpResponse r1 = http_request(d->port(), "POST", "/v1/chat/completions", request(a));
+  ASSERT_EQ(r1.status, 200) << r1.body << d->log();
+  auto j1 = parse(r1.body);
+  EXPECT_EQ(int64_t(j1["usage"]["completion_tokens"]), 4);
+  // 100x60: 12 image positions, plus <|media_begin|>image 100x60<|media_content|>...<|media_end|>.
+  int64_t prompt = j1["usage"]["prompt_tokens"];
+  EXPECT_GE(prompt, text_tokens + 12 + 3);
+
+  // The same request again: the snapshot taken after the user message covers the image.
+  HttpResponse r2 = http_request(d->port(), "POST", "/v1/chat/completions", request(a));
+  ASSERT_EQ(r2.status, 200) << r2.body;
+  auto j2 = parse(r2.body);
+  const int64_t reused = j2["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(reused, 12 + 3);
+  EXPECT_EQ(std::string_view(j2["choices"].at(0)["message"]["content"]),
+            std::string_view(j1["choices"].at(0)["message"]["content"]));
+
+  // Another image of the same size: same token ids, but the snapshot is not reused past the
+  // image's first position.
+  HttpResponse r3 = http_request(d->port(), "POST", "/v1/chat/completions", request(b));
+  ASSERT_EQ(r3.status, 200) << r3.body;
+  auto j3 = parse(r3.body);
+  EXPECT_EQ(int64_t(j3["usage"]["prompt_tokens"]), prompt);
+  // The image ends a few markup tokens before the snapshot point, so a reuse that stops before
+  // the image stops at least its 12 positions earlier.
+  EXPECT_LE(int64_t(j3["usage"]["prompt_tokens_details"]["cached_tokens"]), reused - 13);
+  EXPECT_NE(d->log().find("images: accepted"), std::string::npos) << d->log();
+}
+
+TEST_F(VisionServerTest, BadImagesGetA400NamingThePart) {
+  auto d = start({k3(), "--max-image-bytes", "2K", "--ctx", "128"});
+  const std::string small = test::png_data_url(20, 20, 3);
+  std::string truncated = test::png_rgb(20, 20, 3);
+  truncated.resize(truncated.size() / 2);
+  struct Case {
+    std::string body;
+    const char* fragment;
+    const char* where = "messages[0].content[1]";
+  };
+  const Case cases[] = {
+      {request("data:image/png;base64,iVBO*w0K"), "is not base64"},
+      {request("data:image/png;base64,iVBORw0KGgo"), "multiple of 4"},
+      {request("data:image/png," + std::string(10, 'x')), "not base64-encoded"},
+      {request(test::png_data_url(60, 60, 4)), "more than the limit of 2048"},
+      {request("data:image/webp;base64," + test::base64(std::string("RIFF\0\0\0\0WEBPVP8 ", 16))),
+       "WebP is not supported"},
+      {request("data:image/png;base64," + test::base64(truncated)), "PNG"},
+      {request("data:image/png;base64,"), "empty"},
+      {request("https://example.com/cat.png"), "remote image URLs are not accepted"},
+      {request("file:///etc/passwd"), "must be a data: URL"},
+      {request(small, "assistant", R"({"role":"user","content":"hi"},)"), "only in user messages",
+       "messages[1].content[1]"},
+  };
+  for (const Case& k : cases) {
+    HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", k.body);
+    EXPECT_EQ(r.status, 400) << k.body.substr(0, 120) << " -> " << r.body;
+    EXPECT_NE(r.body.find(k.fragment), std::string::npos) << k.fragment << " in " << r.body;
+    EXPECT_NE(r.body.find(std::string("\"param\":\"") + k.where + "\""), std::string::npos)
+        << r.body;
+  }
+  // Positions past the context: named too.
+  auto tight = start({k3(), "--ctx", "64"});
+  HttpResponse big = http_request(tight->port(), "POST", "/v1/chat/completions",
+                                  request(test::png_data_url(300, 300, 6)));
+  EXPECT_EQ(big.status, 400) << big.body;
+  EXPECT_NE(big.body.find("context_length_exceeded"), std::string::npos) << big.body;
+  EXPECT_NE(big.body.find("messages[0].content[1]"), std::string::npos) << big.body;
+  // Still serving, images included.
+  EXPECT_EQ(http_request(d->port(), "GET", "/health").status, 200);
+  HttpResponse ok = http_request(d->port(), "POST", "/v1/chat/completions", request(small));
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+TEST_F(VisionServerTest, ModelsWithoutVisionRefuseImages) {
+  test::TempDir t;
+  fs::copy(k3(), t / "k3", fs::copy_options::recursive);
+  fs::remove(t / "k3" / "vision.json");
+  const std::string body = request(test::png_data_url(20, 20, 7));
+  for (const std::string& model : {(t / "k3").string(), kl()}) {
+    auto d = start({model});
+    HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("this model does not accept images"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("messages[0].content[1]"), std::string::npos) << r.body;
+  }
+}
+
+TEST_F(VisionServerTest, TgaAndPsdOnlyBehindTheirOption) {
+  // A 2x2 uncompressed true-colour TGA.
+  std::string tga("\0\0\2\0\0\0\0\0\0\0\0\0\2\0\2\0\x18\x20", 18);
+  tga += std::string(12, '\x7f');
+  const std::string body = request("data:image/x-tga;base64," + test::base64(tga));
+  auto off = start({k3()});
+  HttpResponse r = http_request(off->port(), "POST", "/v1/chat/completions", body);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("--allow-tga-psd"), std::string::npos) << r.body;
+  auto on = start({k3(), "--allow-tga-psd", "true"});
+  HttpResponse ok = http_request(on->port(), "POST", "/v1/chat/completions", body);
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+}  // namespace
+}  // namespace waste
