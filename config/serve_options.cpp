@@ -95,8 +95,8 @@ const std::vector<Option>& options() {
          o.effort = v;
        }},
       {{"--allow-remote-images", "WASTE_ALLOW_REMOTE_IMAGES", "allow_remote_images",
-        "reserved: fetching http(s) image URLs is not implemented, so they are refused either "
-        "way; send data: URLs"},
+        "fetch http(s) image URLs (default false: only data: URLs); the server then makes "
+        "requests on clients' behalf, to any host they name"},
        [](ServeOptions& o, const std::string& v) { o.allow_remote_images = to_bool(v); }},
       {{"--max-image-bytes", "WASTE_MAX_IMAGE_BYTES", "max_image_bytes",
         "largest image file, checked before base64 decoding (default 20M)"},

@@ -29,7 +29,7 @@ struct ServeOptions {
   std::vector<std::string> cors;         // allowed origins; "*" for any
   bool thinking = true;                  // K3: thinking when the request does not say
   std::string effort = "max";            // K3: thinking effort when the request does not say
-  bool allow_remote_images = false;      // reserved: remote fetching is not implemented
+  bool allow_remote_images = false;      // fetch http(s) image URLs (the server makes requests)
   uint64_t max_image_bytes = 20u << 20;  // one image's file, i.e. a data URL after base64
   uint64_t max_image_pixels = 40'000'000;
   size_t max_images = 8;          // per request

@@ -29,6 +29,18 @@ void queue_read(io_uring& ring, const ExpertBank& bank, uint8_t* buf, Pending& p
 
 }  // namespace
 
+// Probed per store (a few microseconds): seccomp filters and some containers forbid rings.
+bool ExpertStore::uring_available() {
+  io_uring ring;
+  if (int rc = io_uring_queue_init(1, &ring, 0); rc < 0) {
+    spdlog::warn("io_uring is not available ({}); reading experts with reader threads",
+                 std::strerror(-rc));
+    return false;
+  }
+  io_uring_queue_exit(&ring);
+  return true;
+}
+
 void ExpertStore::uring_loop() {
   const unsigned depth = (unsigned)std::max(1, opt_.io_threads);
   io_uring ring;

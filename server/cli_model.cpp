@@ -42,7 +42,7 @@ LoadedModel load_model(const std::string& path, const Args& a) {
   int64_t la_default = env ? std::atoi(env) : 6;
   mo.lookahead = (int)a.get_int("--lookahead", la_default, 0, 64);
   mo.store.io_threads = (int)a.get_int("--io-threads", mo.store.io_threads, 0, 64);
-  std::string backend = a.get_or("--io-backend", "threads");
+  std::string backend = a.get_or("--io-backend", "uring");
   if (backend != "threads" && backend != "uring")
     throw UsageFailure{fmt::format("--io-backend: '{}' is not threads or uring", backend)};
   mo.store.backend = backend == "uring" ? IoBackend::kUring : IoBackend::kThreads;

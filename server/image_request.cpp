@@ -5,6 +5,7 @@
 #include "engine/error.h"
 #include "protocol/api_error.h"
 #include "protocol/data_url.h"
+#include "server/hub_client.h"
 
 namespace waste {
 
@@ -19,14 +20,52 @@ bool starts_with_nocase(const std::string& s, std::string_view prefix) {
   return true;
 }
 
-// The payload of a data: URL, or a 400 saying why there is none.
+// An http(s) image, when the operator allowed them: one GET (redirects followed), the size cap
+// checked on Content-Length and again while reading, 10 s without bytes a failure.
+DataUrl fetch_image(const std::string& ref, const ImageRequestLimits& limits,
+                    const std::string& where) {
+  const size_t cap = limits.decode.max_encoded_bytes;
+  hub::ClientOptions o;
+  o.connect_timeout = std::chrono::seconds(10);
+  o.idle_timeout = std::chrono::seconds(10);
+  o.user_agent = "waste/0.1";
+  DataUrl out;
+  hub::BodyHandler body;
+  body.on_headers = [&](const hub::Response& r) {
+    if (r.status != 200) return false;
+    if (auto n = r.content_length(); n && *n > cap)
+      fail<UsageError>("the image is {} bytes, more than the limit of {}", *n, cap);
+    return true;
+  };
+  body.on_data = [&](const char* p, size_t n) {
+    if (out.bytes.size() + n > cap)
+      fail<UsageError>("the image is more than the limit of {} bytes", cap);
+    out.bytes.insert(out.bytes.end(), p, p + n);
+  };
+  try {
+    hub::HttpClient client(o);
+    hub::Response r = client.request("GET", hub::parse_url(ref), {}, true, &body);
+    if (r.status != 200) fail<UsageError>("the server answered HTTP {}", r.status);
+    std::string type = r.header("content-type");
+    out.mime = type.substr(0, type.find(';'));
+    for (char& c : out.mime) c = (char)std::tolower((unsigned char)c);
+  } catch (const std::exception& e) {
+    throw ApiError(400, fmt::format("{}: fetching {} failed: {}", where, ref, e.what()), where,
+                   "invalid_image_url");
+  }
+  return out;
+}
+
+// The payload of a data: URL (or, when allowed, of a remote URL), or a 400 saying why there is
+// none.
 DataUrl image_bytes(const std::string& ref, const ImageRequestLimits& limits,
                     const std::string& where) {
   if (starts_with_nocase(ref, "http://") || starts_with_nocase(ref, "https://")) {
-    std::string why = limits.allow_remote
-                          ? "fetching remote image URLs is not implemented in this server"
-                          : "remote image URLs are not accepted (--allow-remote-images is off)";
-    throw ApiError(400, fmt::format("{}: {}; send the image inline as a data: URL", where, why),
+    if (limits.allow_remote) return fetch_image(ref, limits, where);
+    throw ApiError(400,
+                   fmt::format("{}: remote image URLs are not accepted (--allow-remote-images is "
+                               "off); send the image inline as a data: URL",
+                               where),
                    where, "unsupported_image_url");
   }
   if (!is_data_url(ref))

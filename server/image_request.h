@@ -1,7 +1,8 @@
 // The image parts of an OpenAI chat request, checked, decoded and preprocessed on the HTTP
 // thread before the request is queued (vision doc §5.3): only user messages, a capped number per
-// request, data: URLs only (size capped before base64 decoding), formats sniffed from their
-// bytes, TGA only when enabled and declared. Every refusal is a 400 naming the part.
+// request, data: URLs (size capped before base64 decoding) and, only when the operator allows
+// them, http(s) URLs fetched with the same cap; formats sniffed from their bytes, TGA only when
+// enabled and declared. Every refusal is a 400 naming the part.
 #pragma once
 
 #include <cstddef>

@@ -371,6 +371,23 @@ TEST_F(ConvertTest, KimiLinearConvertsAndRuns) {
   EXPECT_LT(sp.find("1000"), sp.find("1001"));  // sorted by id
 }
 
+// Trunk bytes equal what the original converter's arithmetic gives (converter doc §1.4,
+// measured there to match convert.py), re-derived by an independent numpy script.
+TEST_F(ConvertTest, TrunkBytesMatchTheOriginalConverterArithmetic) {
+  fs::path k3 = dir_->path() / "k3-trunk";
+  convert(quick(k3_src(), k3));
+  for (auto [out, src] : {std::pair{kl_ref(), kl_src()}, std::pair{k3, k3_src()}}) {
+    std::string log;
+    int rc = test::run_command(
+        "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/trunk_bytes.py").string() +
+            " " + out.string() + " " + src.string(),
+        &log);
+    EXPECT_EQ(rc, 0) << log;
+    EXPECT_NE(log.find(" 0 differ"), std::string::npos) << log;
+    std::printf("%s", log.c_str());
+  }
+}
+
 TEST_F(ConvertTest, K3WithMxfp4AndVisionConvertsAndRuns) {
   fs::path out = dir_->path() / "k3-out";
   ConvertReport r = convert(quick(k3_src(), out));

@@ -20,6 +20,13 @@
 namespace waste {
 namespace {
 
+ChatMessage message(Role role, MessageContent content) {
+  ChatMessage m;
+  m.role = role;
+  m.content = std::move(content);
+  return m;
+}
+
 namespace fs = std::filesystem;
 
 std::span<const uint8_t> bytes_of(const std::string& s) {
@@ -56,7 +63,10 @@ class VisionPromptTest : public ::testing::Test {
     parts.push_back({ContentPart::Kind::kText, text, ""});
     ChatRequest r;
     r.messages = std::move(history);
-    r.messages.push_back({Role::kUser, std::move(parts)});
+    ChatMessage m;
+    m.role = Role::kUser;
+    m.content = std::move(parts);
+    r.messages.push_back(std::move(m));
     return r;
   }
 
@@ -138,7 +148,9 @@ TEST_F(VisionPromptTest, MediaBlockIsWidenedToTheImagePositions) {
   for (size_t i = 0; i < p.ids.size(); i++) {
     bool image = i >= im.offset && i < im.offset + 12;
     EXPECT_EQ((p.images->keys()[i] >> 63) == 1, image) << i;
-    if (!image) EXPECT_EQ(p.images->keys()[i], (uint64_t)p.ids[i]);
+    if (!image) {
+      EXPECT_EQ(p.images->keys()[i], (uint64_t)p.ids[i]);
+    }
   }
 }
 
@@ -162,12 +174,14 @@ TEST_F(VisionPromptTest, SnapshotWithImageGivesBitIdenticalLogitsAndIsKeyedByCon
   ImageEncoderOptions no_cache;
   no_cache.cache_bytes = 0;  // every encode runs the tower, so runs can be counted
   ImageEncoder enc(*c_, no_cache);
-  Model m(*c_, ModelOptions{.threads = 2});
+  ModelOptions two_threads;
+  two_threads.threads = 2;
+  Model m(*c_, two_threads);
   const std::string a = test::png_rgb(90, 70, 11), b = test::png_rgb(90, 70, 12);
   auto turn2 = [&] {
     ChatRequest r = conversation(1, "what is this?");
-    r.messages.push_back({Role::kAssistant, std::string("a pattern")});
-    r.messages.push_back({Role::kUser, std::string("which colours?")});
+    r.messages.push_back(message(Role::kAssistant, std::string("a pattern")));
+    r.messages.push_back(message(Role::kUser, std::string("which colours?")));
     return r;
   };
 
@@ -206,7 +220,10 @@ TEST_F(VisionPromptTest, ChunkSizesSplitsAndThreadsDoNotChangeImageLogits) {
   std::vector<float> want;
   for (int threads : {1, 2})
     for (int chunk : {1, 3, 5, 64}) {
-      Model m(*c_, ModelOptions{.threads = threads, .chunk = chunk});
+      ModelOptions mo;
+      mo.threads = threads;
+      mo.chunk = chunk;
+      Model m(*c_, mo);
       for (size_t step : {(size_t)7, (size_t)1000}) {  // forward() calls that end mid-image, or one
         Prompt p = render(enc, r, pngs);
         std::vector<float> got = prefill(m, p, nullptr, nullptr, step);

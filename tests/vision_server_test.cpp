@@ -1,12 +1,17 @@
 // Images through the daemon: image_url parts with data: URLs answered on a synthetic K3 tiny
 // container (with its small tower), prefix reuse keyed by image content, and a clear 400 naming
 // the part for every bad image, with the daemon still healthy afterwards.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <simdjson.h>
 
 #include <filesystem>
 #include <list>
+#include <thread>
 
 #include "engine/synth.h"
 #include "tests/http_client.h"
@@ -138,6 +143,79 @@ TEST_F(VisionServerTest, BadImagesGetA400NamingThePart) {
   EXPECT_EQ(http_request(d->port(), "GET", "/health").status, 200);
   HttpResponse ok = http_request(d->port(), "POST", "/v1/chat/completions", request(small));
   EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+// Serves each connection one canned HTTP response on 127.0.0.1, from a thread.
+class OneShotServer {
+ public:
+  explicit OneShotServer(std::vector<std::string> responses) : responses_(std::move(responses)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(::bind(fd_, (sockaddr*)&a, sizeof a), 0);
+    EXPECT_EQ(::listen(fd_, 8), 0);
+    ::getsockname(fd_, (sockaddr*)&a, &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      for (const std::string& response : responses_) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        std::string request;
+        char buf[4096];
+        while (request.find("\r\n\r\n") == std::string::npos) {
+          ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          request.append(buf, (size_t)n);
+        }
+        for (size_t at = 0; at < response.size();) {
+          ssize_t n = ::send(c, response.data() + at, response.size() - at, MSG_NOSIGNAL);
+          if (n <= 0) break;
+          at += (size_t)n;
+        }
+        ::close(c);
+      }
+    });
+  }
+  ~OneShotServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  std::vector<std::string> responses_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+std::string http_response(const std::string& status, const std::string& body) {
+  return "HTTP/1.1 " + status +
+         "\r\nContent-Type: image/png\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
+}
+
+TEST_F(VisionServerTest, RemoteImagesAreFetchedOnlyWhenAllowed) {
+  const std::string png = test::png_rgb(40, 30, 9);
+  OneShotServer server({http_response("200 OK", png), http_response("404 Not Found", "gone"),
+                        http_response("200 OK", std::string(5000, 'x'))});
+  auto d = start({k3(), "--allow-remote-images", "true", "--max-image-bytes", "4K"});
+  HttpResponse ok =
+      http_request(d->port(), "POST", "/v1/chat/completions", request(server.url("/cat.png")));
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  HttpResponse missing =
+      http_request(d->port(), "POST", "/v1/chat/completions", request(server.url("/gone.png")));
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_NE(missing.body.find("HTTP 404"), std::string::npos) << missing.body;
+  HttpResponse big =
+      http_request(d->port(), "POST", "/v1/chat/completions", request(server.url("/big.png")));
+  EXPECT_EQ(big.status, 400);
+  EXPECT_NE(big.body.find("more than the limit of 4096"), std::string::npos) << big.body;
 }
 
 TEST_F(VisionServerTest, ModelsWithoutVisionRefuseImages) {
