@@ -13,6 +13,7 @@
 #include "protocol/regex_dfa.h"
 #include "protocol/token_constraint.h"
 #include "server/structured_output.h"
+#include "tests/schema_corpus.h"
 #include "tests/test_util.h"
 
 namespace waste {
@@ -142,104 +143,12 @@ void expect_valid_outputs(const std::vector<std::string>& schemas, int seeds, in
   EXPECT_GE(finished, (int)(min_finished * total)) << finished << " of " << total << " finished";
 }
 
-std::vector<std::string> api_schemas() {
-  return {
-      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0,"maximum":150}},"required":["name","age"],"additionalProperties":false})",
-      R"({"type":"object","properties":{"city":{"type":"string","minLength":2,"maxLength":20},"unit":{"enum":["celsius","fahrenheit"]}},"required":["city"]})",
-      R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":5})",
-      R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","maxLength":8},"maxItems":4}},"required":["tags"],"additionalProperties":false})",
-      R"({"type":"object","properties":{"when":{"type":"string","format":"date"},"at":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"}},"required":["when","at","id"],"additionalProperties":false})",
-      R"({"type":"object","properties":{"email":{"type":"string","format":"email"},"site":{"type":"string","format":"uri"},"t":{"type":"string","format":"time"}},"required":["email","site","t"]})",
-      R"({"type":"string","pattern":"^[A-Z]{3}-[0-9]{2,4}$"})",
-      R"({"type":"string","pattern":"ab+c"})",
-      R"({"type":"number","minimum":-1.5,"exclusiveMaximum":2.25})",
-      R"({"type":"integer","exclusiveMinimum":10,"maximum":12})",
-      R"({"type":["string","null"],"maxLength":5})",
-      R"({"anyOf":[{"type":"integer"},{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"],"additionalProperties":false}]})",
-      R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"v":{"type":"integer"}},"required":["kind","v"],"additionalProperties":false},{"type":"object","properties":{"kind":{"const":"b"},"w":{"type":"string"}},"required":["kind","w"],"additionalProperties":false}]})",
-      R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string","maxLength":3}},"required":["b"]}],"properties":{"a":true,"b":true},"additionalProperties":false})",
-      R"({"$defs":{"node":{"type":"object","properties":{"value":{"type":"integer"},"children":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["value"],"additionalProperties":false}},"$ref":"#/$defs/node"})",
-      R"({"definitions":{"leaf":{"type":"string","enum":["x","y"]}},"type":"array","items":{"$ref":"#/definitions/leaf"}})",
-      R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})",
-      R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"boolean"}],"additionalItems":{"type":"null"},"maxItems":3})",
-      R"({"const":{"fixed":[1,2,3]}})",
-      R"({"enum":[1,12,123,"1"]})",
-      R"({"type":"object","additionalProperties":{"type":"integer"}})",
-      R"({"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"boolean"}})",
-      R"({})",
-      R"(true)",
-      R"({"type":"object","properties":{"q\"uote":{"type":"string"},"uni\u00e9":{"type":"integer"}},"required":["q\"uote","uni\u00e9"],"additionalProperties":false})",
-      R"({"type":"string","minLength":3,"maxLength":3})",
-      R"({"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":4})",
-      R"({"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"sku":{"type":"string","pattern":"^[A-Z0-9]{6}$"},"qty":{"type":"integer","minimum":1,"maximum":99},"price":{"type":"number","minimum":0}},"required":["sku","qty","price"],"additionalProperties":false},"minItems":1,"maxItems":3},"total":{"type":"number"}},"required":["items","total"],"additionalProperties":false})",
-      R"({"type":"object","properties":{"ok":{"type":"boolean"},"error":{"type":["string","null"]}},"required":["ok","error"],"additionalProperties":false})",
-      R"({"type":"integer","minimum":-5,"maximum":-3})",
-      R"({"type":"number","minimum":0.25,"maximum":0.25})",
-      R"({"$ref":"#/$defs/list","$defs":{"list":{"anyOf":[{"type":"null"},{"type":"object","properties":{"head":{"type":"integer"},"tail":{"$ref":"#/$defs/list"}},"required":["head","tail"],"additionalProperties":false}]}}})",
-  };
-}
-
-// Deterministic random schemas: nested objects and arrays with every leaf kind.
-class SchemaGen {
- public:
-  explicit SchemaGen(uint64_t seed) : rng_(seed) {}
-  std::string value(int depth) {
-    int pick = (int)(rng_.next() % (depth > 2 ? 8 : 11));
-    switch (pick) {
-      case 0:
-        return R"({"type":"string","maxLength":)" + std::to_string(1 + rng_.next() % 12) + "}";
-      case 1:
-        return R"({"type":"integer","minimum":)" + std::to_string((int)(rng_.next() % 50) - 25) +
-               R"(,"maximum":)" + std::to_string(30 + rng_.next() % 1000) + "}";
-      case 2:
-        return R"({"type":"number"})";
-      case 3:
-        return R"({"type":"boolean"})";
-      case 4:
-        return R"({"enum":["red","green","blue",null,3]})";
-      case 5: {
-        const char* f[] = {"date", "time", "date-time", "email", "uuid", "uri"};
-        return std::string(R"({"type":"string","format":")") + f[rng_.next() % 6] + "\"}";
-      }
-      case 6:
-        return R"({"type":"string","pattern":"^[a-f0-9]{4,8}$"})";
-      case 7:
-        return R"({"type":["integer","null"]})";
-      case 8:
-        return object(depth + 1);
-      case 9:
-        return R"({"type":"array","items":)" + value(depth + 1) + R"(,"maxItems":)" +
-               std::to_string(1 + rng_.next() % 4) + "}";
-      default:
-        return R"({"anyOf":[)" + value(depth + 1) + "," + value(depth + 1) + "]}";
-    }
-  }
-  std::string object(int depth) {
-    int n = 1 + (int)(rng_.next() % 4);
-    std::string props, required;
-    for (int i = 0; i < n; ++i) {
-      std::string key = "k" + std::to_string(i) + (i % 2 ? "_x" : "");
-      props += (i ? "," : "") + ("\"" + key + "\":") + value(depth);
-      if (rng_.next() % 3) required += std::string(required.empty() ? "" : ",") + "\"" + key + "\"";
-    }
-    std::string add = rng_.next() % 4 ? "false" : "true";
-    return R"({"type":"object","properties":{)" + props + R"(},"required":[)" + required +
-           R"(],"additionalProperties":)" + add + "}";
-  }
-
- private:
-  Rng rng_;
-};
-
 TEST(Constraint, ApiSchemasGiveValidJson) {
-  expect_valid_outputs(api_schemas(), 3, 600, 0.8);
+  expect_valid_outputs(test::api_schemas(), 3, 600, 0.8);
 }
 
 TEST(Constraint, GeneratedSchemasGiveValidJson) {
-  std::vector<std::string> schemas;
-  SchemaGen gen(7);
-  for (int i = 0; i < 80; ++i) schemas.push_back(gen.object(0));
-  expect_valid_outputs(schemas, 2, 800, 0.8);
+  expect_valid_outputs(test::generated_schemas(), 2, 800, 0.8);
 }
 
 // The mask is exact: every id it allows is accepted, and a sample of the ids it refuses is
@@ -247,7 +156,7 @@ TEST(Constraint, GeneratedSchemasGiveValidJson) {
 TEST(Constraint, MaskAgreesWithAccept) {
   const TokenIndex& index = k3_index();
   Rng rng(3);
-  for (const std::string& schema : api_schemas()) {
+  for (const std::string& schema : test::api_schemas()) {
     auto g = schema_grammar(schema);
     TokenConstraint c(g, index);
     std::vector<uint8_t> mask(index.mask_bytes());
