@@ -4,6 +4,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "protocol/utf8.h"
+
 namespace waste {
 namespace {
 
@@ -53,10 +55,6 @@ enum Phase : uint8_t {
 // Digit caps keep every number finishable and, with bounds, exact in long double.
 constexpr int kMaxWholeDigits = 15, kMaxFracDigits = 15, kMaxExpDigits = 2;
 constexpr int kBoundedWholeDigits = 12, kBoundedFracDigits = 6;
-
-// UTF-8: the range the next continuation byte must lie in, by aux code.
-constexpr uint8_t kContLo[] = {0x80, 0xA0, 0x80, 0x90, 0x80};
-constexpr uint8_t kContHi[] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
 
 // aux for strings: bits 0-1 continuation bytes still due, bits 2-4 the next one's range code,
 // bit 5 a \u escape starting with D (the next hex digit must keep it off the surrogates).
@@ -236,28 +234,11 @@ bool GrammarMatcher::string_byte(Frame& f, uint8_t b, bool raw) const {
   int due = pending(f.aux);
   if (due > 0) {
     int code = (f.aux >> 2) & 7;
-    if (b < kContLo[code] || b > kContHi[code]) return false;
+    if (b < kUtf8ContLo[code] || b > kUtf8ContHi[code]) return false;
     f.aux = (uint16_t)(due - 1);
   } else {
-    int more, code = 0;
-    if (b < 0x80)
-      more = 0;
-    else if (b >= 0xC2 && b <= 0xDF)
-      more = 1;
-    else if (b == 0xE0)
-      more = 2, code = 1;
-    else if (b == 0xED)
-      more = 2, code = 2;
-    else if (b >= 0xE1 && b <= 0xEF)
-      more = 2;
-    else if (b == 0xF0)
-      more = 3, code = 3;
-    else if (b >= 0xF1 && b <= 0xF3)
-      more = 3;
-    else if (b == 0xF4)
-      more = 3, code = 4;
-    else
-      return false;
+    int more, code;
+    if (!utf8_lead(b, more, code)) return false;
     f.aux = (uint16_t)(more | code << 2);
     if (f.node >= 0 && f.type == kValue && ++f.count > g_.nodes[f.node].max_len) return false;
   }

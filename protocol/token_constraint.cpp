@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "engine/error.h"
+#include "protocol/utf8.h"
 
 namespace waste {
 namespace {
@@ -17,32 +18,15 @@ int plain_code_points(const std::string& s, Bad bad) {
   for (size_t i = 0; i < s.size();) {
     unsigned char b = (unsigned char)s[i];
     if (bad(b)) return -1;
-    size_t more;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b < 0x80)
-      more = 0;
-    else if (b >= 0xC2 && b <= 0xDF)
-      more = 1;
-    else if (b == 0xE0)
-      more = 2, lo = 0xA0;
-    else if (b == 0xED)
-      more = 2, hi = 0x9F;
-    else if (b >= 0xE1 && b <= 0xEF)
-      more = 2;
-    else if (b == 0xF0)
-      more = 3, lo = 0x90;
-    else if (b >= 0xF1 && b <= 0xF3)
-      more = 3;
-    else if (b == 0xF4)
-      more = 3, hi = 0x8F;
-    else
-      return -1;
-    if (more > 0 && i + more >= s.size()) return -1;
-    for (size_t k = 1; k <= more; ++k) {
+    int more, code;
+    if (!utf8_lead(b, more, code)) return -1;
+    const unsigned char lo = kUtf8ContLo[code], hi = kUtf8ContHi[code];
+    if (more > 0 && i + (size_t)more >= s.size()) return -1;
+    for (size_t k = 1; k <= (size_t)more; ++k) {
       unsigned char c = (unsigned char)s[i + k];
       if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return -1;
     }
-    i += more + 1;
+    i += (size_t)more + 1;
     ++count;
   }
   return s.empty() ? -1 : count;

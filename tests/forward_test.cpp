@@ -280,8 +280,8 @@ TEST_P(ForwardTest, CacheAndLookaheadCountersAreConsistent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, ForwardTest, ::testing::Values(Arch::kKimiLinear, Arch::kK3),
-                         [](const auto& info) {
-                           return std::string(info.param == Arch::kK3 ? "K3" : "KimiLinear");
+                         [](const auto& test_info) {
+                           return std::string(test_info.param == Arch::kK3 ? "K3" : "KimiLinear");
                          });
 
 }  // namespace

@@ -61,22 +61,9 @@ class StructuredOutputTest : public ::testing::Test {
     return parsers_.emplace_back().parse(docs_.back()).value();
   }
 
-  // Validates each (schema, JSON text) with scripts/reference/validate_json.py.
   static void expect_valid(const std::vector<std::pair<std::string, std::string>>& cases) {
-    test::TempDir tmp;
-    std::string lines;
-    for (const auto& [schema, text] : cases) {
-      std::string quoted;
-      append_json_string(&quoted, text);
-      lines += "{\"schema\":" + schema + ",\"output\":" + quoted + "}\n";
-    }
-    test::write_file(tmp / "cases.jsonl", lines);
     std::string out;
-    int rc = test::run_command(
-        "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/validate_json.py").string() +
-            " < " + (tmp / "cases.jsonl").string(),
-        &out);
-    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(test::validate_json(cases, &out), 0) << out;
   }
 
   static test::TempDir* dir_;

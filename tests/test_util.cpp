@@ -1,6 +1,7 @@
 #include "tests/test_util.h"
 
 #include "prompt_templates/specials_file.h"
+#include "protocol/json_writer.h"
 
 #include <sys/wait.h>
 
@@ -71,6 +72,21 @@ int run_command(const std::string& cmd, std::string* out) {
   int st = pclose(p);
   if (out) *out = s;
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int validate_json(const std::vector<std::pair<std::string, std::string>>& cases, std::string* out) {
+  TempDir tmp;
+  std::string lines;
+  for (const auto& [schema, text] : cases) {
+    std::string quoted;
+    append_json_string(&quoted, text);
+    lines += "{\"schema\":" + schema + ",\"output\":" + quoted + "}\n";
+  }
+  write_file(tmp / "cases.jsonl", lines);
+  return run_command("/usr/bin/python3 " +
+                         (source_dir() / "scripts/reference/validate_json.py").string() + " < " +
+                         (tmp / "cases.jsonl").string(),
+                     out);
 }
 
 }  // namespace waste::test

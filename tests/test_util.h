@@ -3,6 +3,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/tokenizer.h"
 
@@ -37,5 +39,9 @@ void write_file(const std::filesystem::path& p, const std::string& bytes);
 
 // Runs a shell command line; returns its exit status and fills `out` with stdout+stderr.
 int run_command(const std::string& cmd, std::string* out);
+
+// Checks each (schema, JSON text) with Python's jsonschema (scripts/reference/validate_json.py,
+// format checking on); returns its exit status (0: all valid) and its report in `out`.
+int validate_json(const std::vector<std::pair<std::string, std::string>>& cases, std::string* out);
 
 }  // namespace waste::test
