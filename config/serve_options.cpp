@@ -151,7 +151,10 @@ std::string json_scalar(const simdjson::dom::element& e, const std::string& wher
   if (e.is_array()) {  // lists, e.g. cors origins
     std::string out;
     simdjson::dom::array a = e.get_array();
-    for (simdjson::dom::element x : a) out += (out.empty() ? "" : ",") + json_scalar(x, where);
+    for (simdjson::dom::element x : a) {
+      if (!out.empty()) out += ',';
+      out += json_scalar(x, where);
+    }
     return out;
   }
   fail<UsageError>("{}: must be a string, number, boolean or list", where);

@@ -78,7 +78,10 @@ Preset preset_for(const SynthOptions& o) {
 
 std::string int_list(const std::vector<int>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); i++) {
+    if (i) s += ',';  // not (i ? "," : "") + ...: GCC 12 misreads that as an overlapping copy
+    s += std::to_string(v[i]);
+  }
   return "[" + s + "]";
 }
 

@@ -48,7 +48,10 @@ void write_safetensors(const fs::path& p, const std::vector<StTensor>& ts) {
   uint64_t off = 0;
   for (const StTensor& t : ts) {
     std::string shape;
-    for (int64_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    for (int64_t d : t.shape) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d);
+    }
     h += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", t.name,
                      t.dtype, shape, off, off + t.bytes.size());
     off += t.bytes.size();

@@ -86,7 +86,8 @@ class SchemaGen {
     std::string props, required;
     for (int i = 0; i < n; ++i) {
       std::string key = "k" + std::to_string(i) + (i % 2 ? "_x" : "");
-      props += (i ? "," : "") + ("\"" + key + "\":") + value(depth);
+      if (i) props += ',';
+      props += "\"" + key + "\":" + value(depth);
       if (rng_.next() % 3) required += std::string(required.empty() ? "" : ",") + "\"" + key + "\"";
     }
     std::string add = rng_.next() % 4 ? "false" : "true";

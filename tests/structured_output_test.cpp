@@ -7,6 +7,8 @@
 
 #include <list>
 
+#include <fmt/format.h>
+
 #include "engine/synth.h"
 #include "engine/tokenizer.h"
 #include "prompt_templates/specials_file.h"
@@ -46,8 +48,8 @@ class StructuredOutputTest : public ::testing::Test {
     Tokenizer tok(dir_->path() / name / "tokenizer.model", specials);
     std::string out = "{";
     auto add = [&](int id, int bias) {
-      out +=
-          (out.size() > 1 ? "," : "") + ("\"" + std::to_string(id) + "\":" + std::to_string(bias));
+      if (out.size() > 1) out += ',';
+      out += fmt::format("\"{}\":{}", id, bias);
     };
     for (const char* text : {"\"", "}", "]", ",", "\",", "\"}"})
       for (int id : tok.encode_text(text)) add(id, 6);
