@@ -28,7 +28,7 @@ enum class IoBackend { kThreads, kUring };
 struct StoreOptions {
   uint64_t cache_bytes = 0;  // 0 = the minimum: one layer's experts, double-buffered
   int io_threads = 4;        // 0 = read synchronously on the compute thread (no read-ahead)
-  IoBackend backend = IoBackend::kUring;  // faster here (docs/PERFORMANCE.md); threads if absent
+  IoBackend backend = IoBackend::kUring;    // faster here (docs/PERFORMANCE.md); threads if absent
   CachePolicy policy = CachePolicy::kLrfu;  // best on the real routing trace
 };
 
@@ -68,7 +68,7 @@ class ExpertStore {
  private:
   enum class State : uint8_t { kEmpty, kReading, kReady, kFailed };
   struct Job {
-    int slot, layer, expert;
+    int slot = -1, layer = -1, expert = -1;
   };
 
   void fetch_window(int layer, std::span<const int> experts, size_t first,
@@ -76,8 +76,8 @@ class ExpertStore {
                     std::span<const int> next);
   void prefetch_locked(int layer, std::span<const int> experts);
   void reader_loop();
-  void uring_loop();                 // expert_store_uring.cpp
-  static bool uring_available();     // the kernel lets this process set up a ring
+  void uring_loop();              // expert_store_uring.cpp
+  static bool uring_available();  // the kernel lets this process set up a ring
   bool next_job(Job& j);
   void read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock);
   // Under mu_: publishes a finished read of `slot` (err empty on success).

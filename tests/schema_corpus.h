@@ -85,7 +85,8 @@ class SchemaGen {
     int n = 1 + (int)(rng_.next() % 4);
     std::string props, required;
     for (int i = 0; i < n; ++i) {
-      std::string key = "k" + std::to_string(i) + (i % 2 ? "_x" : "");
+      std::string key = "k" + std::to_string(i);
+      if (i % 2) key += "_x";
       if (i) props += ',';
       props += "\"" + key + "\":" + value(depth);
       if (rng_.next() % 3) required += std::string(required.empty() ? "" : ",") + "\"" + key + "\"";
