@@ -6,7 +6,9 @@
 // takes the smallest distance and, among equal ones, the lowest index: the scalar answer.
 // GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_* idiom
 // (GCC PR 105593, as in kernels_avx512.cpp); silenced for this file only.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

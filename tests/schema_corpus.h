@@ -85,7 +85,8 @@ class SchemaGen {
     int n = 1 + (int)(rng_.next() % 4);
     std::string props, required;
     for (int i = 0; i < n; ++i) {
-      std::string key = "k" + std::to_string(i);
+      std::string key = "k";
+      key += std::to_string(i);
       if (i % 2) key += "_x";
       if (i) props += ',';
       props += "\"" + key + "\":" + value(depth);
