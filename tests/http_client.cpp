@@ -1,5 +1,7 @@
 #include "tests/http_client.h"
 
+#include <gtest/gtest.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -209,6 +211,14 @@ int Daemon::terminate(double seconds) {
     drain(0.05);
   }
   return -1;
+}
+
+std::unique_ptr<Daemon> start_daemon(std::vector<std::string> args,
+                                     const std::map<std::string, std::string>& env) {
+  args.insert(args.end(), {"--port", "0", "--threads", "2"});
+  auto d = std::make_unique<Daemon>(args, env);
+  EXPECT_TRUE(d->wait_ready()) << d->log();
+  return d;
 }
 
 }  // namespace waste::test

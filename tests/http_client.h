@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,10 @@ class Daemon {
   int port_ = 0;
   std::string log_;
 };
+
+// `waste serve ARGS... --port 0 --threads 2`, waited on until ready (a test failure, with the
+// daemon's log, if it never is).
+std::unique_ptr<Daemon> start_daemon(std::vector<std::string> args,
+                                     const std::map<std::string, std::string>& env = {});
 
 }  // namespace waste::test

@@ -43,10 +43,7 @@ class ServerTest : public ::testing::Test {
 
   static std::unique_ptr<Daemon> start(std::vector<std::string> args,
                                        std::map<std::string, std::string> env = {}) {
-    args.insert(args.end(), {"--port", "0", "--threads", "2"});
-    auto d = std::make_unique<Daemon>(args, env);
-    EXPECT_TRUE(d->wait_ready()) << d->log();
-    return d;
+    return test::start_daemon(std::move(args), env);
   }
 
   simdjson::dom::element parse(const std::string& s) {

@@ -35,10 +35,7 @@ class StructuredOutputTest : public ::testing::Test {
   static std::string model(const char* name) { return (dir_->path() / name).string(); }
 
   static std::unique_ptr<Daemon> start(const std::string& path) {
-    auto d =
-        std::make_unique<Daemon>(std::vector<std::string>{path, "--port", "0", "--threads", "2"});
-    EXPECT_TRUE(d->wait_ready()) << d->log();
-    return d;
+    return test::start_daemon({path});
   }
 
   // logit_bias favouring the tokens that close strings, arrays, objects and channels, so that

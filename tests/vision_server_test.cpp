@@ -38,10 +38,7 @@ class VisionServerTest : public ::testing::Test {
   static std::string kl() { return (dir_->path() / "kl.waste").string(); }
 
   static std::unique_ptr<Daemon> start(std::vector<std::string> args) {
-    args.insert(args.end(), {"--port", "0", "--threads", "2"});
-    auto d = std::make_unique<Daemon>(args);
-    EXPECT_TRUE(d->wait_ready()) << d->log();
-    return d;
+    return test::start_daemon(std::move(args));
   }
 
   // A user message whose content is an image part (url) then a text part.
