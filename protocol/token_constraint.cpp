@@ -134,8 +134,8 @@ TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> g, const TokenIn
     if (!id) fail<UsageError>("the model's vocabulary has no special token {}", name);
     special_ids_.push_back(*id);
   }
-  size_t depth = 1;
-  for (uint16_t d : index.all().depth) depth = std::max<size_t>(depth, d);
+  // The trie is as deep as the longest token; the index knows it, no need to scan per request.
+  const size_t depth = std::max<size_t>(1, index.longest_token());
   levels_.resize(depth + 1);
   marks_.resize(depth + 1);
   dfa_state_.resize(depth + 1);
