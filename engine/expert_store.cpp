@@ -31,8 +31,8 @@ ExpertStore::~ExpertStore() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    wake_readers();
   }
-  job_cv_.notify_all();
   for (std::thread& t : readers_) t.join();
 }
 
@@ -68,9 +68,9 @@ void ExpertStore::complete(int slot, double seconds, const std::string& err) {
 }
 
 // Under mu_: the next queued read, demanded ones first.
-bool ExpertStore::next_job(Job& j) {
+bool ExpertStore::next_job(Job& j, bool speculative_ok) {
   std::deque<Job>& q = jobs_.empty() ? spec_jobs_ : jobs_;
-  if (q.empty()) return false;
+  if (q.empty() || (&q == &spec_jobs_ && !speculative_ok)) return false;
   j = q.front();
   q.pop_front();
   return true;
@@ -104,7 +104,7 @@ int ExpertStore::claim(int layer, int expert, std::unique_lock<std::mutex>& lock
 
 void ExpertStore::fetch(int layer, std::span<const int> experts,
                         const std::function<void(size_t, const ExpertView&)>& fn, int next_layer,
-                        std::span<const int> next) {
+                        std::span<const int> next, const std::function<void()>& overlap) {
   const ExpertBank& bank = c_.bank(layer);
   for (int e : experts)
     if (e < 0 || e >= bank.entry().experts)
@@ -112,45 +112,58 @@ void ExpertStore::fetch(int layer, std::span<const int> experts,
   // A chunk may want more distinct experts than the cache holds: take them in windows that
   // leave room for the rest of the cache to keep working.
   const size_t window = std::max<size_t>(1, (size_t)cache_.n_slots() / 2);
+  if (experts.empty() && overlap) overlap();
   for (size_t first = 0; first < experts.size(); first += window)
     fetch_window(layer, experts.subspan(first, std::min(window, experts.size() - first)), first, fn,
-                 first == 0 ? next_layer : -1, next);
+                 first == 0 ? next_layer : -1, next, first == 0 ? overlap : nullptr);
 }
 
 void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t first,
                                const std::function<void(size_t, const ExpertView&)>& fn,
-                               int next_layer, std::span<const int> next) {
+                               int next_layer, std::span<const int> next,
+                               const std::function<void()>& overlap) {
   const ExpertBank& bank = c_.bank(layer);
   const size_t n = experts.size();
   std::vector<int> slot(n, -1);
   std::vector<bool> sync_read(n, false), done(n, false);
   std::unique_lock<std::mutex> lock(mu_);
+  // Resident records are pinned before any miss is admitted, so that a miss can never evict a
+  // record this same layer is about to use (a prefetched one, say).
   for (size_t i = 0; i < n; i++) {
     int s = cache_.find(ExpertCache::key(layer, experts[i]));
-    if (s >= 0 && state_[s] != State::kFailed) {
-      stats_.hits++;
-      if (speculative_[s]) stats_.prefetch_used++;
-      speculative_[s] = 0;
-      cache_.touch(s);
-    } else {
-      if (s >= 0) cache_.drop(s);  // a failed speculative read: try again on demand
-      stats_.misses++;
-      s = claim(layer, experts[i], lock);
-      if (readers_.empty())
-        sync_read[i] = true;
-      else
-        jobs_.push_back({s, layer, experts[i]});
-    }
+    if (s < 0 || state_[s] == State::kFailed) continue;
+    stats_.hits++;
+    if (speculative_[s]) stats_.prefetch_used++;
+    speculative_[s] = 0;
+    cache_.touch(s);
     slot[i] = s;
     cache_.pin(s);  // held until this layer is done with it
   }
+  for (size_t i = 0; i < n; i++) {
+    if (slot[i] >= 0) continue;
+    int s = cache_.find(ExpertCache::key(layer, experts[i]));
+    if (s >= 0) cache_.drop(s);  // a failed speculative read: try again on demand
+    stats_.misses++;
+    s = claim(layer, experts[i], lock);
+    if (readers_.empty())
+      sync_read[i] = true;
+    else
+      jobs_.push_back({s, layer, experts[i]});
+    slot[i] = s;
+    cache_.pin(s);
+  }
   if (next_layer >= 0) prefetch_locked(next_layer, next);  // after the demands: they go first
-  job_cv_.notify_all();
+  wake_readers();
   auto release = [&] {
     for (int s : slot)
       if (s >= 0) cache_.unpin(s);
   };
   try {
+    if (overlap) {
+      lock.unlock();
+      overlap();
+      lock.lock();
+    }
     for (size_t delivered = 0; delivered < n; delivered++) {
       size_t pick = n;
       auto t0 = SteadyClock::now();
@@ -204,9 +217,9 @@ void ExpertStore::prefetch_locked(int layer, std::span<const int> experts) {
     speculative_[s] = 1;
     cache_.pin(s);
     stats_.prefetched++;
-    spec_jobs_.push_back({s, layer, e});
+    spec_jobs_.push_back({s, layer, e, true});
   }
-  job_cv_.notify_all();
+  wake_readers();
 }
 
 }  // namespace waste

@@ -52,10 +52,12 @@ class ExpertStore {
   // Calls fn(i, view) once for each experts[i], in arrival order, on the calling thread. Throws
   // IoError/FormatError naming the layer and expert when a record cannot be read.
   // `next` (experts of `next_layer` likely to be demanded soon) are prefetched as soon as this
-  // layer's own reads are queued, so they arrive while this layer computes.
+  // layer's own reads are queued, so they arrive while this layer computes. `overlap`, when
+  // given, runs on the calling thread once the reads are queued and before the first record is
+  // awaited: the layer's work that needs no expert hides the latency of its misses.
   void fetch(int layer, std::span<const int> experts,
              const std::function<void(size_t, const ExpertView&)>& fn, int next_layer = -1,
-             std::span<const int> next = {});
+             std::span<const int> next = {}, const std::function<void()>& overlap = {});
 
   // Starts speculative reads of records likely to be demanded soon, without evicting anything
   // the current layer uses. Never blocks on I/O.
@@ -69,16 +71,18 @@ class ExpertStore {
   enum class State : uint8_t { kEmpty, kReading, kReady, kFailed };
   struct Job {
     int slot = -1, layer = -1, expert = -1;
+    bool speculative = false;
   };
 
   void fetch_window(int layer, std::span<const int> experts, size_t first,
                     const std::function<void(size_t, const ExpertView&)>& fn, int next_layer,
-                    std::span<const int> next);
+                    std::span<const int> next, const std::function<void()>& overlap);
   void prefetch_locked(int layer, std::span<const int> experts);
   void reader_loop();
   void uring_loop();              // expert_store_uring.cpp
   static bool uring_available();  // the kernel lets this process set up a ring
-  bool next_job(Job& j);
+  bool next_job(Job& j, bool speculative_ok = true);
+  void wake_readers();  // under mu_: jobs were queued
   void read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock);
   // Under mu_: publishes a finished read of `slot` (err empty on success).
   void complete(int slot, double seconds, const std::string& err);
@@ -99,7 +103,9 @@ class ExpertStore {
   std::deque<Job> jobs_;       // demanded records: always read first
   std::deque<Job> spec_jobs_;  // speculative (lookahead) reads
   std::vector<std::thread> readers_;
-  int in_flight_ = 0;  // reads queued or running
+  int in_flight_ = 0;           // reads queued or running
+  int wake_fd_ = -1;            // the io_uring loop's eventfd, while it runs
+  bool uring_waiting_ = false;  // that loop is blocked in the ring
   bool stop_ = false;
   ExpertStats stats_;
 };

@@ -117,10 +117,17 @@ void Model::attention(int layer, Session& s, Chunk& ch, const float* h, float* o
 }
 
 void Model::ffn(int layer, Chunk& ch, const float* u, float* out) {
-  if (w_.layers[layer].moe)
+  if (w_.layers[layer].moe) {
     moe(layer, ch.T, u, out);
-  else
-    dense_ffn(w_.layers[layer].dense, ch.T, u, out);
+    return;
+  }
+  // A dense layer before the first MoE layer still predicts it: otherwise every token would
+  // start that layer with all of its experts to read.
+  if (ch.T == 1) {
+    std::vector<int> next = predict_next(layer, u);
+    if (!next.empty()) store_->prefetch(layer + 1, next);
+  }
+  dense_ffn(w_.layers[layer].dense, ch.T, u, out);
 }
 
 void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,

@@ -76,54 +76,66 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   // The next layer's likely experts, read behind this layer's own so they arrive while it computes.
   std::vector<int> next = T == 1 ? predict_next(layer, u) : std::vector<int>{};
 
-  std::vector<float> xi_buf;
-  const float* xi = u;
-  if (c.latent > 0) {
-    xi_buf.resize(T * width);
-    cp_.linear(w.latent_down, u, T, xi_buf.data());
-    xi = xi_buf.data();
-  }
-  // Gate and up tables per token: the codebooks are per layer, so every expert shares them.
-  const int64_t nv = width / kVqDim;
-  std::vector<float> lut_gate(T * nv * book), lut_up(T * nv * book);
-  VqBooks gate_books = c_.books(base, 0), up_books = c_.books(base, 1);
-  VqBooks down_books = c_.books(base, 2);
-  for (int64_t t = 0; t < T; t++) {
-    pool_->parallel_for(nv, 8, [&](int64_t b, int64_t e) {
-      cp_.k->vq_lut(gate_books, xi + t * width + b * kVqDim, e - b, &lut_gate[(t * nv + b) * book]);
-      cp_.k->vq_lut(up_books, xi + t * width + b * kVqDim, e - b, &lut_up[(t * nv + b) * book]);
-    });
-  }
-
   // Who uses which expert: distinct ids ascending, each with its (token, slot) pairs.
   std::vector<int> distinct;
   for (const Route& r : routes) distinct.insert(distinct.end(), r.ids.begin(), r.ids.end());
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
 
+  // Everything below that needs no expert record runs while the misses are being read.
+  std::vector<float> xi_buf;
+  const float* xi = u;
+  const int64_t nv = width / kVqDim;
+  std::vector<float> lut_gate(T * nv * book), lut_up(T * nv * book), shared;
+  VqBooks gate_books = c_.books(base, 0), up_books = c_.books(base, 1);
+  VqBooks down_books = c_.books(base, 2);
+  auto expert_free_work = [&] {
+    if (c.latent > 0) {
+      xi_buf.resize(T * width);
+      cp_.linear(w.latent_down, u, T, xi_buf.data());
+      xi = xi_buf.data();
+    }
+    // Gate and up tables per token: the codebooks are per layer, so every expert shares them.
+    for (int64_t t = 0; t < T; t++) {
+      pool_->parallel_for(nv, 8, [&](int64_t b, int64_t e) {
+        cp_.k->vq_lut(gate_books, xi + t * width + b * kVqDim, e - b,
+                      &lut_gate[(t * nv + b) * book]);
+        cp_.k->vq_lut(up_books, xi + t * width + b * kVqDim, e - b, &lut_up[(t * nv + b) * book]);
+      });
+    }
+    if (w.has_shared) {
+      shared.resize(T * hid);
+      dense_ffn(w.shared, T, u, shared.data());
+    }
+  };
+
   std::vector<float> y(T * K * width);  // per token and slot
   const int64_t nv_down = inter / kVqDim;
   std::vector<float> g(inter), up(inter), lut_down(nv_down * book);
-  store_->fetch(layer, distinct, [&](size_t i, const ExpertView& ev) {
-    for (int64_t t = 0; t < T; t++) {
-      const Route& r = routes[t];
-      for (int64_t j = 0; j < K; j++) {
-        if (r.ids[j] != distinct[i]) continue;
-        pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
-          cp_.k->vq_rows(&lut_gate[t * nv * book], q.stages, q.entries, ev.gate, g.data(), b, e);
-          cp_.k->vq_rows(&lut_up[t * nv * book], q.stages, q.entries, ev.up, up.data(), b, e);
-          for (int64_t x = b; x < e; x++) g[x] = act_(g[x], up[x]);
-        });
-        pool_->parallel_for(nv_down, 8, [&](int64_t b, int64_t e) {
-          cp_.k->vq_lut(down_books, g.data() + b * kVqDim, e - b, &lut_down[b * book]);
-        });
-        float* yj = &y[(t * K + j) * width];
-        pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
-          cp_.k->vq_rows(lut_down.data(), q.stages, q.entries, ev.down, yj, b, e);
-        });
-      }
-    }
-  }, layer + 1, next);
+  store_->fetch(
+      layer, distinct,
+      [&](size_t i, const ExpertView& ev) {
+        for (int64_t t = 0; t < T; t++) {
+          const Route& r = routes[t];
+          for (int64_t j = 0; j < K; j++) {
+            if (r.ids[j] != distinct[i]) continue;
+            pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
+              cp_.k->vq_rows(&lut_gate[t * nv * book], q.stages, q.entries, ev.gate, g.data(), b,
+                             e);
+              cp_.k->vq_rows(&lut_up[t * nv * book], q.stages, q.entries, ev.up, up.data(), b, e);
+              for (int64_t x = b; x < e; x++) g[x] = act_(g[x], up[x]);
+            });
+            pool_->parallel_for(nv_down, 8, [&](int64_t b, int64_t e) {
+              cp_.k->vq_lut(down_books, g.data() + b * kVqDim, e - b, &lut_down[b * book]);
+            });
+            float* yj = &y[(t * K + j) * width];
+            pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
+              cp_.k->vq_rows(lut_down.data(), q.stages, q.entries, ev.down, yj, b, e);
+            });
+          }
+        }
+      },
+      layer + 1, next, expert_free_work);
 
   std::vector<float> sum(T * width, 0.0f);
   for (int64_t t = 0; t < T; t++) {
@@ -142,11 +154,7 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   } else {
     std::copy(sum.begin(), sum.end(), out);
   }
-  if (w.has_shared) {
-    std::vector<float> shared(T * hid);
-    dense_ffn(w.shared, T, u, shared.data());
-    for (size_t i = 0; i < shared.size(); i++) out[i] += shared[i];
-  }
+  for (size_t i = 0; i < shared.size(); i++) out[i] += shared[i];
   (void)E;
 }
 

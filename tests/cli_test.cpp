@@ -3,6 +3,7 @@
 
 #include <simdjson.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -50,6 +51,58 @@ TEST(Cli, VerifyNamesTheCorruptRecordAndFails) {
   EXPECT_NE(out.find("experts-L3.bin: layer 3, expert 6, byte offset 73728"), std::string::npos)
       << out;
   EXPECT_NE(out.find("1 of 32 expert records failed"), std::string::npos) << out;
+}
+
+double num(simdjson::dom::element e, const char* key) {
+  simdjson::dom::element v = e[key].value();
+  return v.is_double() ? v.get_double().value() : (double)v.get_int64().value();
+}
+
+// `waste bench` reports every figure beside a floor measured in the same run, and the figures
+// agree with each other; a budget under the floor is refused before the model is loaded.
+TEST(Cli, BenchFiguresComeWithTheirFloors) {
+  test::TempDir d;
+  std::string out;
+  fs::path m = d / "m.waste";
+  ASSERT_EQ(test::run_command(waste_cmd("synth " + m.string()), &out), 0) << out;
+  ASSERT_EQ(test::run_command(waste_cmd("bench " + m.string() +
+                                        " --tokens 5 --prompt-tokens 3 --budget 19M --json"),
+                              &out),
+            0)
+      << out;
+  simdjson::dom::parser p;
+  simdjson::dom::element b = p.parse(out).value();
+  EXPECT_EQ(num(b, "tokens"), 5);
+  EXPECT_NEAR(num(b, "decode_tokens_per_second") * num(b, "seconds_per_token"), 1.0, 1e-9);
+  EXPECT_GT(num(b, "prefill_tokens_per_second"), 0);
+  EXPECT_GE(num(b, "hit_rate"), 0);
+  EXPECT_LE(num(b, "hit_rate"), 1);
+  EXPECT_GE(num(b, "lookahead_accuracy"), 0);
+  EXPECT_LE(num(b, "lookahead_accuracy"), 1);
+  EXPECT_GT(num(b, "bytes_read_per_token"), 0);  // a cold cache reads
+  EXPECT_EQ(std::fmod(num(b, "bytes_read_per_token") * 5, num(b, "record_bytes")), 0)
+      << "reads are whole records";
+  // The pooled disk figure lies between the two measurements it pools.
+  double lo = std::min(num(b, "disk_gbps_before"), num(b, "disk_gbps_after"));
+  double hi = std::max(num(b, "disk_gbps_before"), num(b, "disk_gbps_after"));
+  EXPECT_GT(lo, 0);
+  EXPECT_GE(num(b, "disk_gbps"), lo * (1 - 1e-12));
+  EXPECT_LE(num(b, "disk_gbps"), hi * (1 + 1e-12));
+  EXPECT_NEAR(num(b, "floor_io_seconds_per_token"),
+              num(b, "bytes_read_per_token") / (num(b, "disk_gbps") * 1e9), 1e-12);
+  EXPECT_GT(num(b, "floor_compute_seconds_per_token"), 0);
+  double floor =
+      std::max(num(b, "floor_io_seconds_per_token"), num(b, "floor_compute_seconds_per_token"));
+  EXPECT_NEAR(num(b, "floor_ratio"), floor / num(b, "seconds_per_token"), 1e-9);
+
+  EXPECT_EQ(test::run_command(waste_cmd("bench " + m.string() + " --budget 1M"), &out), 1);
+  EXPECT_NE(out.find("a budget of 1.00 MiB is under this model's floor"), std::string::npos) << out;
+  ASSERT_EQ(test::run_command(waste_cmd("plan " + m.string() + " --ctx 512 --json"), &out), 0)
+      << out;
+  simdjson::dom::element plan = p.parse(out).value();
+  EXPECT_EQ(num(plan, "ctx"), 512);
+  EXPECT_GE(num(plan, "budget_bytes"), num(plan, "floor_bytes"));
+  EXPECT_LE(num(plan, "budget_bytes"), num(plan, "cap_bytes"));
 }
 
 TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
