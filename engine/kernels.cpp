@@ -93,6 +93,9 @@ CpuFeatures cpu_features() {
   f.avx512dq = b & bit_AVX512DQ;
   f.avx512bw = b & bit_AVX512BW;
   f.avx512vl = b & bit_AVX512VL;
+  f.avx512vnni = c & bit_AVX512VNNI;
+  f.avx512vbmi2 = c & bit_AVX512VBMI2;
+  if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = a & bit_AVXVNNI;
   return f;
 }
 

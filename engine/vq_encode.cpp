@@ -49,9 +49,113 @@ void assign_all(const std::vector<float>& soa, const float* book, const float* n
     run(0, groups);
 }
 
+// encode_matrix works on tiles: the 64 rows of one vector position, 8 rows per group, in the
+// kernels' dimension-major layout (the layout of an index block).
+constexpr int64_t kTileFloats = kVqRowBlock * kVqDim;
+
+// The tile of n rows starting at `x` (row stride `cols`); rows past n are zero.
+void load_tile(const float* x, int64_t cols, int64_t n, float* res) {
+  std::fill(res, res + kTileFloats, 0.0f);
+  for (int64_t i = 0; i < n; i++) {
+    float* r = res + (i / kLanes) * kGroupFloats + i % kLanes;
+#pragma GCC unroll 8
+    for (int d = 0; d < kVqDim; d++) r[d * kLanes] = x[i * cols + d];
+  }
+}
+
+// Subtracts each row's chosen entry from its residual and adds it to its reconstruction. Read
+// from the dimension-major book, each (row, d) element gets the same single float operation
+// as one entry-major row at a time gave; the order across elements does not matter. Rows past
+// the matrix are updated too: their indices are never stored, and no kernel lets one vector's
+// values change another's index.
+void apply_stage(const SearchView& sv, const uint8_t* ids, float* res, float* sum) {
+  for (int64_t g = 0; g < kVqRowBlock / kLanes; g++)
+    for (int d = 0; d < kVqDim; d++) {
+      const float* td = sv.t + (size_t)d * sv.padded;
+      float* r = res + g * kGroupFloats + d * kLanes;
+      float* a = sum + g * kGroupFloats + d * kLanes;
+#pragma GCC unroll 8
+      for (int l = 0; l < kLanes; l++) {
+        float c = td[ids[g * kLanes + l]];
+        r[l] -= c;
+        a[l] += c;
+      }
+    }
+}
+
+// The reconstruction error, one running sum per dimension so the additions do not wait on each
+// other; total() adds the eight in a fixed order, so the report is the same for any kernel and
+// thread count.
+struct TileError {
+  double err2[kVqDim] = {}, ref2[kVqDim] = {};
+  // Rows 0..n-1 of a tile: weights from `w` (row stride cols), f16 row scales s16.
+  void add(const float* w, int64_t cols, int64_t n, const float* s16, const float* sum) {
+    for (int64_t i = 0; i < n; i++) {
+      const float* a = sum + (i / kLanes) * kGroupFloats + i % kLanes;
+#pragma GCC unroll 8
+      for (int d = 0; d < kVqDim; d++) {
+        double ref = w[i * cols + d];
+        double got = (double)s16[i] * (double)a[d * kLanes];
+        err2[d] += (ref - got) * (ref - got);
+        ref2[d] += ref * ref;
+      }
+    }
+  }
+  EncodeError total() const {
+    EncodeError e;
+    for (int d = 0; d < kVqDim; d++) {
+      e.err2 += err2[d];
+      e.ref2 += ref2[d];
+    }
+    return e;
+  }
+};
+
 // Rounds to what codebooks.bin stores and the engine decodes: f16, subnormals flushed to zero.
 float stored_value(float v) {
   return f16_to_f32_flush(f32_to_f16(v));
+}
+
+// The 8-bit copy of a book for the VNNI screen; q.ok stays false when the screen's bounds would
+// not hold (see screen_step).
+void quantize_book(const float* book, const float* norms, SearchBook* sb) {
+  QuantBook& q = sb->q;
+  q = QuantBook{};
+  const int E = sb->entries;
+  if (sb->padded > 256) return;  // the screen's integer ranges assume at most 256 entries
+  double amax = 0, nmax = 0;
+  for (int i = 0; i < E * kVqDim; i++) {
+    if (!std::isfinite(book[i])) return;
+    amax = std::max(amax, (double)std::fabs(book[i]));
+  }
+  for (int c = 0; c < E; c++) {
+    if (!std::isfinite(norms[c]) || norms[c] < 0) return;
+    nmax = std::max(nmax, (double)norms[c]);
+  }
+  if (!(amax >= 0x1p-60 && amax <= 0x1p60)) return;
+  q.step = amax / 127;
+  q.abs_max = amax;
+  q.norm_max = nmax;
+  sb->neg.assign((size_t)sb->padded * kVqDim, 0);
+  sb->bias.assign((size_t)sb->padded, 0);
+  for (int c = 0; c < E; c++) {
+    double l1 = 0;
+    int32_t sum = 0;
+    for (int d = 0; d < kVqDim; d++) {
+      double v = book[c * kVqDim + d];
+      double qc = std::clamp(std::nearbyint(v / q.step), -127.0, 127.0);
+      q.round_err = std::max(q.round_err, std::fabs(v - qc * q.step));
+      l1 += std::fabs(qc) * q.step;
+      sum += (int32_t)qc;
+      // Block of 16 entries: 64 bytes of dims 0-3 (4 per entry), then 64 bytes of dims 4-7.
+      sb->neg[(size_t)(c / 16 * 128 + d / 4 * 64 + c % 16 * 4 + d % 4)] = (int8_t)-qc;
+    }
+    q.l1_max = std::max(q.l1_max, l1);
+    sb->bias[(size_t)c] = 128 * sum;
+  }
+  q.neg = sb->neg.data();
+  q.bias = sb->bias.data();
+  q.ok = true;
 }
 
 }  // namespace
@@ -67,7 +171,15 @@ SearchBook search_book(const float* book, const float* norms, int entries) {
     for (int d = 0; d < kVqDim; d++) sb.t[(size_t)d * sb.padded + c] = book[c * kVqDim + d];
     sb.norms[c] = norms[c];
   }
+  quantize_book(book, norms, &sb);
   return sb;
+}
+
+SearchView SearchBook::view() const {
+  QuantBook qv = q;
+  qv.neg = neg.data();  // a copied SearchBook must not point into the original
+  qv.bias = bias.data();
+  return {t.data(), rows.data(), norms.data(), entries, padded, qv};
 }
 
 namespace detail {
@@ -95,10 +207,66 @@ void nearest_scalar(const SearchView& b, const float* xs, int64_t n_groups, uint
   }
 }
 
+// Why the screen never drops the float argmin. Reals throughout unless fl() says otherwise;
+// u = 2^-24. For a vector x and entry c let N_c be the stored float |c|^2 and
+//   f_c = the float fma chain of nearest_scalar,   g_c = N_c - 2 x.c (exact).
+// (1) |f_c - g_c| <= E. Each of the 8 fmas rounds once: |err| <= u|result| + 2^-150 (the second
+//     term for subnormal results), every partial result is at most S = N_c + sum_d |2 x_d c_d|
+//     in magnitude (times (1+u)^8), and -2x_d is exact. So |f_c - g_c| <= 8.01 u S + 8 2^-150,
+//     and E = 16u (norm_max + 2 ||x||_1 abs_max) + 2^-140 is generous. With |x_d|, |c_d| <=
+//     2^60 nothing overflows, so every f_c is finite (no NaN, no inf).
+// (2) Scores. xhat_d = qx_d / inv_step, chat_d = qc_d step, U = 2 step / inv_step, and
+//     s_c = Nint_c - sum_d qx_d qc_d with Nint_c = rint(N_c / U) (inv_unit = fl(1/U) and the
+//     double product add < 2^-20 units for Nint_c <= 2^29). Then U s_c = U Nint_c - 2 xhat.chat,
+//     |U Nint_c - N_c| <= U (1/2 + 2^-20), and
+//       |x.c - xhat.chat| <= sum |x_d| |c_d - chat_d| + sum |x_d - xhat_d| |chat_d|
+//                         <= ||x||_1 round_err + ex l1_max,
+//     where ex = (1/2 + 2^-16) / inv_step bounds |x_d - xhat_d| (x_d inv_step is within 2^-17
+//     of its float product for |x_d inv_step| <= 127, which rint then moves by at most 1/2).
+//     So |U s_c - g_c| <= B = U (1/2 + 2^-20) + 2 (||x||_1 round_err + ex l1_max).
+// (3) Let c* be any entry with the smallest f. For every j: g_c* <= f_c* + E <= f_j + E <=
+//     g_j + 2E, so U s_c* <= g_c* + B <= g_j + 2E + B <= U s_j + 2E + 2B, i.e.
+//       s_c* <= min_j s_j + (2B + 2E) / U.
+//     (2B + 2E) / U = slack_a + slack_b ||x||_1 below, both scaled up by 1 + 2^-20 (twice for
+//     slack_b) to cover the float ||x||_1 (8 terms: relative error < 2^-21) and the double
+//     arithmetic here; the kernels add 1 after rounding up.
+// (4) A kernel therefore evaluates f exactly as nearest_scalar does, with strict `<` from +inf,
+//     on every entry within the slack of the smallest score, in ascending order. The scalar
+//     answer is the lowest-index c* and it is among them, so the first minimum among them is c*.
+// Ranges: Nint_c <= 2^29 and slack <= 2^28 (checked here), |bias_c| < 2^17, |sum u_d qc_d| <
+// 2^18, so scores and thresholds stay below 2^30, the score padded entries get: never chosen.
+ScreenStep screen_step(const QuantBook& q, float x_max) {
+  ScreenStep st{};
+  if (!q.ok || !(x_max >= 0x1p-60f && x_max <= 0x1p60f)) return st;  // NaN fails too
+  st.inv_step = 127.0f / x_max;
+  const double dx = 1.0 / (double)st.inv_step, unit = 2.0 * dx * q.step;
+  st.inv_unit = 1.0 / unit;
+  const double m = 1 + 0x1p-20, ex = dx * (0.5 + 0x1p-16);
+  // 2B + 2E over U, split into the part independent of ||x||_1 and its coefficient.
+  st.slack_a =
+      m * (1 + 0x1p-19 + (4 * ex * q.l1_max + 0x1p-19 * q.norm_max + 0x1p-139) * st.inv_unit);
+  st.slack_b = m * m * (4 * q.round_err + 0x1p-18 * q.abs_max) * st.inv_unit;
+  const double worst = st.slack_a + st.slack_b * 8 * (double)x_max * m;
+  st.ok = q.norm_max * st.inv_unit <= 0x1p29 && worst <= 0x1p28;
+  return st;
+}
+
 }  // namespace detail
 
+bool cpu_has_avx512vnni() {
+  CpuFeatures f = cpu_features();
+  return cpu_supports(Isa::kAvx512, f) && f.avx512vnni && f.avx512vbmi2;
+}
+
+bool cpu_has_avxvnni() {
+  CpuFeatures f = cpu_features();
+  return cpu_supports(Isa::kAvx2, f) && f.avxvnni;
+}
+
 NearestFn nearest_kernel(Isa isa) {
+  if (isa == Isa::kAvx512 && cpu_has_avx512vnni()) return detail::nearest_vnni;
   if (isa == Isa::kAvx512 && cpu_supports(Isa::kAvx512)) return detail::nearest_avx512;
+  if (isa != Isa::kScalar && cpu_has_avxvnni()) return detail::nearest_avxvnni;
   if (isa != Isa::kScalar && cpu_supports(Isa::kAvx2)) return detail::nearest_avx2;
   return detail::nearest_scalar;
 }
@@ -128,7 +296,18 @@ void normalize_rows(const float* w, int64_t rows, int64_t cols, float* x, float*
     float amax = 1e-8f;
     for (float m : lane) amax = std::max(amax, m);
     scale[r] = amax;
-    for (int64_t k = 0; k < cols; k++) x[r * cols + k] = row[k] / amax;
+    // Four quotients per instruction (a portable vector type; the compiler would not vectorize
+    // the division itself): each is the same correctly rounded quotient.
+    using Float4 = float __attribute__((vector_size(16)));
+    float* out = x + r * cols;
+    int64_t k = 0;
+    for (; k + 4 <= cols; k += 4) {
+      Float4 v;
+      std::memcpy(&v, row + k, sizeof v);
+      v = v / amax;
+      std::memcpy(out + k, &v, sizeof v);
+    }
+    for (; k < cols; k++) out[k] = row[k] / amax;
   }
 }
 
@@ -217,43 +396,25 @@ EncodeError encode_matrix(const float* w, int64_t rows, int64_t cols, const Kind
   }
   std::vector<SearchBook> sbs;
   for (int s = 0; s < S; s++) sbs.push_back(search_book(b.book(s), b.norm(s), b.entries));
-  EncodeError err;
-  constexpr int64_t kGroups = kVqRowBlock / kLanes;
-  float res[kGroups * kGroupFloats], sum[kVqRowBlock * kVqDim];
+  TileError te;
+  float res[kTileFloats], sum[kTileFloats];
   uint8_t ids[kVqRowBlock];
   for (int64_t r0 = 0; r0 < rows; r0 += kVqRowBlock) {
     int64_t n = std::min<int64_t>(kVqRowBlock, rows - r0);
     for (int64_t v = 0; v < nv; v++) {
-      // The 64 rows of one vector position, 8 rows per group: the layout of the index block.
-      std::fill(std::begin(res), std::end(res), 0.0f);
+      load_tile(x.data() + r0 * cols + v * kVqDim, cols, n, res);
       std::fill(std::begin(sum), std::end(sum), 0.0f);
-      for (int64_t i = 0; i < n; i++)
-        for (int d = 0; d < kVqDim; d++)
-          res[(i / kLanes) * kGroupFloats + d * kLanes + i % kLanes] =
-              x[(size_t)((r0 + i) * cols + v * kVqDim + d)];
       uint8_t* out = idx + ((r0 / kVqRowBlock) * nv + v) * kVqRowBlock * S;
       for (int s = 0; s < S; s++) {
-        const float* book = b.book(s);
-        nearest(sbs[(size_t)s].view(), res, kGroups, ids);
-        for (int64_t i = 0; i < n; i++) {
-          out[i * S + s] = ids[i];
-          const float* cv = book + ids[i] * kVqDim;
-          for (int d = 0; d < kVqDim; d++) {
-            res[(i / kLanes) * kGroupFloats + d * kLanes + i % kLanes] -= cv[d];
-            sum[i * kVqDim + d] += cv[d];
-          }
-        }
+        SearchView sv = sbs[(size_t)s].view();
+        nearest(sv, res, kVqRowBlock / kLanes, ids);
+        for (int64_t i = 0; i < n; i++) out[i * S + s] = ids[i];
+        apply_stage(sv, ids, res, sum);
       }
-      for (int64_t i = 0; i < n; i++)
-        for (int d = 0; d < kVqDim; d++) {
-          double ref = w[(r0 + i) * cols + v * kVqDim + d];
-          double got = (double)s16[(size_t)(r0 + i)] * (double)sum[i * kVqDim + d];
-          err.err2 += (ref - got) * (ref - got);
-          err.ref2 += ref * ref;
-        }
+      te.add(w + r0 * cols + v * kVqDim, cols, n, s16.data() + r0, sum);
     }
   }
-  return err;
+  return te.total();
 }
 
 }  // namespace waste

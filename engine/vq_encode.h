@@ -39,6 +39,21 @@ struct KindBooks {
   const float* norm(int s) const { return norms.data() + (size_t)s * entries; }
 };
 
+// The integer screen of the VNNI kernels (detail::screen_step derives it): the book rounded to
+// 8 bits, qc = rint(c / step), and what the error bound needs to know about it.
+// `ok` is false when the book cannot be screened (non-finite or out-of-range values, all zero,
+// more than 256 entries); the kernels then run the exact float search.
+struct QuantBook {
+  const int8_t* neg;    // -qc: padded/16 blocks of [16 entries][dims 0-3] then [16][dims 4-7]
+  const int32_t* bias;  // padded: 128 * sum_d qc_d, undoing vpdpbusd's unsigned x offset
+  double step;          // Dc
+  double round_err;     // max |c_d - qc_d * step| over entries and dims
+  double l1_max;        // max over entries of sum_d |qc_d| * step
+  double abs_max;       // max |c_d|
+  double norm_max;      // max |c|^2 as stored (the float norms below)
+  bool ok;
+};
+
 // One stage's book as the search kernels read it. Dimension-major ([d][padded]) so 8 or 16
 // consecutive entries fill one register and each lane runs the fma chain of one entry. Entries
 // are padded to a multiple of 16 with zero values and +inf norms: a padded entry's distance is
@@ -50,23 +65,47 @@ struct SearchView {
   const float* rows;   // entries x kVqDim, the entry-major copy (AVX2 broadcasts from it)
   const float* norms;  // padded
   int entries, padded;
+  QuantBook q;
 };
 struct SearchBook {
   int entries = 0, padded = 0;
   std::vector<float> t, rows, norms;
-  SearchView view() const { return {t.data(), rows.data(), norms.data(), entries, padded}; }
+  std::vector<int8_t> neg;
+  std::vector<int32_t> bias;
+  QuantBook q{};
+  SearchView view() const;
 };
 SearchBook search_book(const float* book, const float* norms, int entries);
 
 // Nearest entry for 8 vectors at a time. `xs` holds n_groups groups of 8 vectors stored
 // dimension-major ([group][d][lane]); idx gets n_groups*8 indices.
 using NearestFn = void (*)(const SearchView& b, const float* xs, int64_t n_groups, uint8_t* idx);
-// The best kernel `isa` allows on this CPU (kAvx512 falls back to AVX2, then scalar).
+// The best kernel `isa` allows on this CPU (kAvx512 falls back to AVX2, then scalar). With
+// kAvx512 on a CPU with AVX512-VNNI and VBMI2 that is the integer-screened search, with kAvx2 on
+// one with AVX-VNNI its 256-bit twin: same indices, far fewer float distances.
 NearestFn nearest_kernel(Isa isa);
+// Whether this CPU runs nearest_vnni (AVX-512 F/BW/VL/DQ + VNNI + VBMI2, i.e. Ice Lake, Zen 4
+// and later; Cascade Lake keeps nearest_avx512) and nearest_avxvnni (AVX2 + VEX VNNI).
+bool cpu_has_avx512vnni();
+bool cpu_has_avxvnni();
 namespace detail {
 void nearest_scalar(const SearchView&, const float*, int64_t, uint8_t*);
 void nearest_avx2(const SearchView&, const float*, int64_t, uint8_t*);
 void nearest_avx512(const SearchView&, const float*, int64_t, uint8_t*);
+void nearest_vnni(const SearchView&, const float*, int64_t, uint8_t*);
+void nearest_avxvnni(const SearchView&, const float*, int64_t, uint8_t*);
+
+// The screen's constants for one batch of vectors whose largest |x_d| is `x_max` (portable
+// code shared by both VNNI kernels; the derivation is at its definition). A vector is quantized
+// as qx_d = rint(x_d * inv_step); entry c's integer score is s_c = rint(|c|^2 * inv_unit) -
+// sum_d qx_d qc_d. The float argmin's score is at most min_c s_c + ceil(slack_a + slack_b *
+// ||x||_1) + 1, ||x||_1 summed in float. `ok` is false when the batch must take the exact search.
+struct ScreenStep {
+  float inv_step;
+  double inv_unit, slack_a, slack_b;
+  bool ok;
+};
+ScreenStep screen_step(const QuantBook& q, float x_max);
 }  // namespace detail
 
 // A sub-seed for (seed, a, b, c): splitmix-style mixing, stable across versions.

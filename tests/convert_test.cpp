@@ -666,6 +666,8 @@ std::vector<std::pair<const char*, NearestFn>> runnable_kernels() {
   std::vector<std::pair<const char*, NearestFn>> ks{{"scalar", detail::nearest_scalar}};
   if (cpu_supports(Isa::kAvx2)) ks.emplace_back("avx2", detail::nearest_avx2);
   if (cpu_supports(Isa::kAvx512)) ks.emplace_back("avx512", detail::nearest_avx512);
+  if (cpu_has_avx512vnni()) ks.emplace_back("vnni", detail::nearest_vnni);
+  if (cpu_has_avxvnni()) ks.emplace_back("avxvnni", detail::nearest_avxvnni);
   return ks;
 }
 
@@ -735,6 +737,110 @@ TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnExactTies) {
   }
 }
 
+// The VNNI kernels screen with 8-bit scores and a proven error bound; these inputs aim at the
+// bound's edges. Each batch of 64 vectors shares one x step, so scale mixes within a batch matter.
+TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnNearTies) {
+  Rng r(5);
+  // Entries one ulp apart in one dimension (up or down): distances equal or a few ulps apart.
+  std::vector<float> book = stored_uniform(r, 256 * 8);
+  for (int c = 128; c < 256; c++) {
+    std::memcpy(&book[c * 8], &book[(c - 128) * 8], 32);
+    float& v = book[c * 8 + c % 8];
+    v = std::nextafter(v, c % 2 ? 2.0f : -2.0f);
+  }
+  std::vector<float> xs(64 * 64);
+  for (float& v : xs) v = r.uniform(-1, 1);
+  expect_kernels_agree(book, xs, "ulp neighbours, random x");
+  // x on an entry and halfway between a pair: the smallest distances tie or nearly tie.
+  for (size_t g = 0; g < xs.size() / 64; g++)
+    for (int lane = 0; lane < 8; lane++) {
+      int a = (int)r.below(128), b = (int)r.below(256);
+      for (int d = 0; d < 8; d++)
+        xs[g * 64 + d * 8 + lane] =
+            lane % 2 ? book[a * 8 + d] : 0.5f * (book[a * 8 + d] + book[b * 8 + d]);
+    }
+  expect_kernels_agree(book, xs, "x on and between entries");
+}
+
+TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnExtremeScales) {
+  Rng r(6);
+  std::vector<float> unit = stored_uniform(r, 256 * 8), xs(64 * 64);
+  for (float xscale : {0.0f, 1e-30f, 1e-15f, 1e-3f, 1.0f, 1e3f, 1e15f, 1e30f})
+    for (float bscale : {1e-30f, 1e-12f, 1.0f, 1e12f, 1e30f}) {
+      std::vector<float> book = unit;
+      for (float& v : book) v *= bscale;
+      for (float& v : xs) v = r.uniform(-1, 1) * xscale * bscale;
+      expect_kernels_agree(book, xs, fmt::format("x {} book {}", xscale * bscale, bscale));
+    }
+  // One vector per batch dominates max |x|: the others get a coarse step.
+  for (float big : {10.0f, 1e3f, 1e6f}) {
+    for (float& v : xs) v = r.uniform(-1, 1);
+    for (size_t g = 0; g < xs.size() / 512; g++) xs[g * 512 + 3 * 8 + 5] = big;
+    expect_kernels_agree(unit, xs, fmt::format("one coordinate {}", big));
+  }
+  // A book with one huge entry: every other entry's step is coarse.
+  std::vector<float> book = unit;
+  book[77 * 8 + 2] = 1000.0f;
+  for (float& v : xs) v = r.uniform(-1, 1);
+  expect_kernels_agree(book, xs, "one huge entry");
+}
+
+TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnNonFiniteInput) {
+  Rng r(7);
+  std::vector<float> book = stored_uniform(r, 100 * 8), xs(64 * 64);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), inf, -inf}) {
+    for (float& v : xs) v = r.uniform(-1, 1);
+    xs[5] = bad;           // first batch: one bad coordinate
+    xs[64 * 9 + 8] = bad;  // second batch too, another vector and dimension
+    expect_kernels_agree(book, xs, fmt::format("x holds {}", bad));
+  }
+  // A non-finite book entry: the screen is off for this book, the exact search decides.
+  for (float& v : xs) v = r.uniform(-1, 1);
+  book[3 * 8 + 1] = inf;
+  expect_kernels_agree(book, xs, "book holds inf");
+}
+
+TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnManyRandomBatches) {
+  Rng r(8);
+  for (int E : {256, 255, 240, 33, 16, 2}) {
+    std::vector<float> book = stored_uniform(r, (size_t)E * 8);
+    for (int trial = 0; trial < 6; trial++) {
+      // 40 batches of 64 vectors, each batch at its own scale, some mixing scales inside.
+      std::vector<float> xs(40 * 512);
+      for (size_t b = 0; b < 40; b++) {
+        float scale = std::ldexp(1.0f, (int)r.below(16) - 12);
+        for (size_t i = 0; i < 512; i++)
+          xs[b * 512 + i] = r.uniform(-1, 1) * (b % 3 == 0 && i % 7 == 0 ? 1.0f : scale);
+      }
+      expect_kernels_agree(book, xs, fmt::format("{} entries, trial {}", E, trial));
+    }
+  }
+}
+
+// Real books: train_books on Gaussian rows (normalized as the converter does), then each stage's
+// kernels against the residuals the scalar indices leave.
+TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnTrainedBooksAndResiduals) {
+  Rng r(9);
+  const int64_t rows = 256, cols = 256, n = rows * cols / 8;
+  std::vector<float> w((size_t)(rows * cols)), x(w.size()), scale((size_t)rows);
+  for (float& v : w) v = gauss(r) * 0.02f;
+  normalize_rows(w.data(), rows, cols, x.data(), scale.data());
+  VqRecipe rec;
+  rec.iters = 4;
+  KindBooks kb = train_books(x, rec, 1, Isa::kScalar, nullptr, "test");
+  std::vector<float> res = x, xs((size_t)n * 8);
+  for (int s = 0; s < kb.stages; s++) {
+    for (int64_t i = 0; i < n; i++)  // to groups of 8, dimension-major
+      for (int d = 0; d < 8; d++)
+        xs[(size_t)((i / 8) * 64 + d * 8 + i % 8)] = res[(size_t)(i * 8 + d)];
+    std::vector<float> book(kb.book(s), kb.book(s) + kb.entries * 8);
+    std::vector<uint8_t> idx = expect_kernels_agree(book, xs, fmt::format("stage {}", s));
+    for (int64_t i = 0; i < n; i++)
+      for (int d = 0; d < 8; d++) res[(size_t)(i * 8 + d)] -= book[idx[(size_t)i] * 8 + d];
+  }
+}
+
 // WASTE_CONVERT_BENCH=1: encode throughput at Kimi-Linear expert shape, and the error of the
 // full recipe on Gaussian BF16 and MXFP4-quantized experts of that shape.
 TEST(ConvertBench, EncodeThroughputAndError) {
@@ -773,11 +879,18 @@ TEST(ConvertBench, EncodeThroughputAndError) {
     std::vector<uint8_t> idx((size_t)(M * N / 8 * 3));
     std::vector<uint16_t> sc(M);
     std::vector<double> errs;
-    // WASTE_VQ_KERNEL=scalar|avx2|avx512 picks the encode kernel (training keeps the best one:
-    // the books are the same either way).
+    // WASTE_VQ_KERNEL=scalar|avx2|avx512|avxvnni|vnni picks the encode kernel (training keeps
+    // the best one: the books are the same either way); unset: what the converter would use.
     const char* forced = std::getenv("WASTE_VQ_KERNEL");
-    Isa enc_isa = forced ? choose_isa(forced, cpu_features()) : detect_isa();
-    NearestFn k = nearest_kernel(enc_isa);
+    const char* kname = forced ? forced : "default";
+    NearestFn k = nearest_kernel(detect_isa());
+    if (forced) {
+      auto ks = runnable_kernels();
+      auto it = std::find_if(ks.begin(), ks.end(),
+                             [&](const auto& p) { return std::string(p.first) == forced; });
+      if (it == ks.end()) GTEST_SKIP() << "WASTE_VQ_KERNEL=" << forced << " cannot run here";
+      k = it->second;
+    }
     t0 = SteadyClock::now();
     for (auto& w : experts)
       errs.push_back(encode_matrix(w.data(), M, N, b, k, idx.data(), sc.data()).relative());
@@ -787,8 +900,8 @@ TEST(ConvertBench, EncodeThroughputAndError) {
     std::printf(
         "%s experts [%ld x %ld], %s: train %.2f s (%d threads), encode %.3g vectors/s on one "
         "core (%.3f ns per entry-eval), error median %.2f%% (min %.2f, max %.2f)\n",
-        mx ? "MXFP4" : "BF16 Gaussian", (long)M, (long)N, isa_name(enc_isa), train_s, pool.size(),
-        vps, 1e9 / (vps * 768), 100 * errs[6], 100 * errs.front(), 100 * errs.back());
+        mx ? "MXFP4" : "BF16 Gaussian", (long)M, (long)N, kname, train_s, pool.size(), vps,
+        1e9 / (vps * 768), 100 * errs[6], 100 * errs.front(), 100 * errs.back());
     std::printf("  K3 projection: 3.403e11 vectors / (%.3g x 16 cores) = %.0f min of encode\n", vps,
                 3.403e11 / (vps * 16) / 60);
   }
