@@ -37,9 +37,7 @@ std::vector<SpecialToken> parse_specials(const std::string& text, const std::str
                                          int vocab) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
-  json::element root;
-  if (auto err = parser.parse(padded).get(root))
-    fail("{}: not valid JSON ({})", where, simdjson::error_message(err));
+  json::element root = json::parse(parser, padded, where);
   if (!root.is_array()) fail("{}: must be a JSON array of {{\"id\", \"text\"}}", where);
   std::vector<SpecialToken> out;
   size_t i = 0;

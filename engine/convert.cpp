@@ -24,6 +24,7 @@
 #include "engine/crc32.h"
 #include "engine/error.h"
 #include "engine/expert_bank.h"
+#include "engine/planner.h"
 #include "engine/quantize.h"
 #include "engine/safetensors.h"
 #include "engine/stopwatch.h"
@@ -40,13 +41,6 @@ constexpr uint32_t kCodebookMagic = 0x4B424357;  // "WCBK"
 constexpr int64_t kTrunkChunk = 1 << 22;         // elements per trunk read
 
 using Log = std::function<void(const std::string&)>;
-
-std::string human(double bytes) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (bytes >= 1024 && i < 4) bytes /= 1024, i++;
-  return fmt::format("{:.1f} {}", bytes, u[i]);
-}
 
 std::string duration(double s) {
   if (s < 60) return fmt::format("{:.0f}s", s);
@@ -184,14 +178,15 @@ class Reclaimer {
       std::error_code ec;
       uint64_t size = fs::file_size(p, ec);
       if (mode_ == Reclaim::kDry) {
-        log_(fmt::format("reclaim (dry): would delete {} ({})", p.string(), human((double)size)));
+        log_(fmt::format("reclaim (dry): would delete {} ({})", p.string(),
+                         human_bytes((uint64_t)size)));
         report_->push_back(shard);
         continue;
       }
       append_ledger(shard);
       if (::unlink(p.c_str()) != 0)
         fail<IoError>("{}: cannot delete: {}", p.string(), std::strerror(errno));
-      log_(fmt::format("reclaim: deleted {} ({})", p.string(), human((double)size)));
+      log_(fmt::format("reclaim: deleted {} ({})", p.string(), human_bytes((uint64_t)size)));
       report_->push_back(shard);
     }
   }
@@ -356,7 +351,7 @@ void Converter::check_space(const Reclaimer& r, bool trunk_is_done) const {
   uint64_t need = (uint64_t)std::max<int64_t>(peak, 0) / 100 * 101 + (64u << 20);
   if (avail < need)
     fail<IoError>("{}: {} free, but the rest of the conversion needs about {}{}", out_.string(),
-                  human((double)avail), human((double)need),
+                  human_bytes((uint64_t)avail), human_bytes((uint64_t)need),
                   opt_.reclaim == Reclaim::kOn ? "" : " (--reclaim on may lower the peak)");
 }
 
@@ -475,7 +470,8 @@ void Converter::convert_layer(const ExpertLayer& l, LayerReport* rep, Progress& 
     ~Closer() { ::close(fd); }
   } closer{fd};
   int rc = ::posix_fallocate(fd, 0, (off_t)bank_bytes());
-  if (rc == ENOSPC) fail<IoError>("{}: no space for {}", tmp.string(), human((double)bank_bytes()));
+  if (rc == ENOSPC)
+    fail<IoError>("{}: no space for {}", tmp.string(), human_bytes((uint64_t)bank_bytes()));
   if (rc != 0 && ::ftruncate(fd, (off_t)bank_bytes()) != 0)
     fail<IoError>("{}: cannot size: {}", tmp.string(), std::strerror(errno));
 

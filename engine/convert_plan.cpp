@@ -14,11 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 int64_t product(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -169,22 +164,26 @@ bool is_vision_tensor(std::string_view name) {
 }
 
 bool is_expert_tensor(std::string_view name) {
-  return name.find(".experts.") != std::string_view::npos || ends_with(name, "_packed") ||
-         ends_with(name, "_scale");
+  return name.find(".experts.") != std::string_view::npos || name.ends_with("_packed") ||
+         name.ends_with("_scale");
 }
 
 TensorFormat trunk_format(std::string_view name, const std::vector<int64_t>& shape, bool vision) {
   if (shape.size() == 1 || product(shape) < kTrunkF32Below) return TensorFormat::kF32;
   if (vision) return TensorFormat::kQ8G;  // 4 bits damage the tower (converter doc §1.5)
-  if (ends_with(name, "embed_tokens.weight") || ends_with(name, "lm_head.weight"))
+  if (name.ends_with("embed_tokens.weight") || name.ends_with("lm_head.weight"))
     return TensorFormat::kQ8G;
   return TensorFormat::kQ4G;
 }
 
-std::string ConvertPlan::expert_tensor(int layer, int expert, int kind) const {
+std::string expert_tensor_name(std::string_view prefix, int layer, int expert, int kind) {
   static const char* kNames[3] = {"w1", "w3", "w2"};
   return fmt::format("{}model.layers.{}.block_sparse_moe.experts.{}.{}.weight", prefix, layer,
                      expert, kNames[kind]);
+}
+
+std::string ConvertPlan::expert_tensor(int layer, int expert, int kind) const {
+  return expert_tensor_name(prefix, layer, expert, kind);
 }
 
 ConvertPlan make_plan(Checkpoint& ck, const std::string& arch, const VqRecipe& recipe) {
@@ -195,9 +194,7 @@ ConvertPlan make_plan(Checkpoint& ck, const std::string& arch, const VqRecipe& r
   p.outer_json = read_small_file(cfg_path, 16 << 20);
   simdjson::dom::parser parser;
   simdjson::padded_string padded(p.outer_json);
-  simdjson::dom::element root;
-  if (auto err = parser.parse(padded).get(root))
-    fail("{}: not valid JSON ({})", cfg_path.string(), simdjson::error_message(err));
+  json::element root = json::parse(parser, padded, cfg_path.string());
   if (!root.is_object()) fail("{}: must be a JSON object", cfg_path.string());
   p.nested = json::has(root, "text_config");
   if (arch == "k3" && !p.nested)

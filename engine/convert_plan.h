@@ -61,6 +61,9 @@ TensorFormat trunk_format(std::string_view name, const std::vector<int64_t>& sha
 bool is_vision_tensor(std::string_view name);
 // True for names that never reach the trunk (routed experts and MXFP4 halves).
 bool is_expert_tensor(std::string_view name);
+// The release's name of routed expert `expert`'s matrix `kind` (0 gate w1, 1 up w3, 2 down w2);
+// `prefix` is "language_model." for K3's nested checkpoints, else empty.
+std::string expert_tensor_name(std::string_view prefix, int layer, int expert, int kind);
 
 // `arch`: auto, k3 or kimi-linear. Reads config.json from the checkpoint folder and every shard
 // header the plan needs; throws FormatError naming the tensor or file that is wrong or missing.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "engine/convert_plan.h"
 #include "engine/error.h"
 #include "engine/expert_record.h"
 #include "engine/f16.h"
@@ -80,7 +81,7 @@ DeepReport verify_deep(const Container& c, Checkpoint* src, int threads) {
   ThreadPool pool(threads);
   std::mutex mu;
   std::vector<double> all;
-  static const char* kWeights[3] = {"w1", "w3", "w2"};
+  static const char* kWeights[3] = {"gate", "up", "down"};
   for (const auto& bank_entry : man.banks) {
     // Named copies: lambdas may not capture structured bindings before C++20 compilers agree.
     const int layer = bank_entry.first;
@@ -107,9 +108,7 @@ DeepReport verify_deep(const Container& c, Checkpoint* src, int threads) {
             decode_vq_matrix(c, m, v.codebook_base, k, w.data());
             double err;
             if (src) {
-              std::string name =
-                  fmt::format("{}model.layers.{}.block_sparse_moe.experts.{}.{}.weight",
-                              man.tensor_prefix, layer, e, kWeights[k]);
+              std::string name = expert_tensor_name(man.tensor_prefix, layer, (int)e, k);
               int64_t rows = 0, cols = 0;
               ref = src->read_all(name, &rows, &cols);
               if (rows != m.rows || cols != m.nv * kVqDim)

@@ -27,9 +27,6 @@ struct ImageEncoderOptions {
   uint64_t cache_bytes = 64ull << 20;  // tower outputs kept for reuse
 };
 
-// The most patches an image may be given: the release's own soft budget.
-constexpr int64_t kMaxImagePatches = 65536;
-
 class ImageEncoder {
  public:
   // Reads vision.json: UsageError "... images are not supported ..." without one, FormatError

@@ -26,6 +26,14 @@ simdjson::dom::object fields(const element& e) {
   return o;
 }
 
+element parse(simdjson::dom::parser& parser, const simdjson::padded_string& text,
+              const std::string& where) {
+  element root;
+  if (auto err = parser.parse(text).get(root))
+    fail("{}: not valid JSON ({})", where, simdjson::error_message(err));
+  return root;
+}
+
 bool has(const element& obj, std::string_view key) {
   return obj.is_object() && obj[key].error() == simdjson::SUCCESS;
 }

@@ -14,6 +14,10 @@ namespace waste::json {
 using simdjson::dom::element;
 using simdjson::dom::object;
 
+// Parses `text` into `parser`, which owns the result; fails naming `where` when it is not JSON.
+element parse(simdjson::dom::parser& parser, const simdjson::padded_string& text,
+              const std::string& where);
+
 // `where` is "file: path.to.object"; field names are appended to it.
 bool has(const element& obj, std::string_view key);
 

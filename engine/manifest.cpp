@@ -143,9 +143,7 @@ const TrunkEntry* Manifest::find(std::string_view name) const {
 Manifest parse_manifest(std::string_view text, const std::string& where) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
-  json::element root;
-  if (auto err = parser.parse(padded).get(root))
-    fail("{}: not valid JSON ({})", where, simdjson::error_message(err));
+  json::element root = json::parse(parser, padded, where);
   if (!root.is_object()) fail("{}: must be a JSON object", where);
 
   Manifest m;

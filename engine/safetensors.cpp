@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/f16.h"
 #include "engine/file_read.h"
+#include "engine/json_fields.h"
 #include "engine/mxfp4.h"
 
 namespace waste {
@@ -115,9 +116,7 @@ void SafetensorsFile::parse_header(const std::string& json) {
   if (json.empty() || json[0] != '{') fail("{}: header does not start with '{{'", file);
   simdjson::dom::parser parser;
   simdjson::padded_string padded(json);
-  simdjson::dom::element root;
-  if (auto err = parser.parse(padded).get(root))
-    fail("{}: header is not valid JSON ({})", file, simdjson::error_message(err));
+  json::element root = json::parse(parser, padded, file + ": header");
   simdjson::dom::object obj;
   if (root.get_object().get(obj)) fail("{}: header must be a JSON object", file);
   for (auto field : obj) {
@@ -251,9 +250,7 @@ Checkpoint::Checkpoint(const fs::path& dir, const fs::path& header_cache)
   std::string text = read_small_file(index, kMaxIndexBytes);
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
-  simdjson::dom::element root;
-  if (auto err = parser.parse(padded).get(root))
-    fail("{}: not valid JSON ({})", index.string(), simdjson::error_message(err));
+  json::element root = json::parse(parser, padded, index.string());
   simdjson::dom::object wm;
   if (root["weight_map"].get_object().get(wm))
     fail("{}: weight_map is missing or not an object", index.string());

@@ -65,9 +65,7 @@ VisionConfig parse_vision_config(std::string_view text, const std::string& where
                                  const ModelConfig& lm) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
-  json::element root;
-  if (auto err = parser.parse(padded).get(root))
-    fail("{}: not valid JSON ({})", where, simdjson::error_message(err));
+  json::element root = json::parse(parser, padded, where);
   if (!root.is_object()) fail("{}: must be a JSON object", where);
   VisionConfig v;
   v.hidden = (int)json::get_int_or(root, "vt_hidden_size", where, 1, kMaxDim, v.hidden);
@@ -82,7 +80,7 @@ VisionConfig parse_vision_config(std::string_view text, const std::string& where
   v.patch = (int)json::get_int_or(root, "patch_size", where, 1, 1024, v.patch);
   v.placeholder_id =
       json::get_int_or(root, "media_placeholder_token_id", where, 0, INT32_MAX, v.placeholder_id);
-  v.max_patches = json::get_int_or(root, "max_patches", where, 4, 1 << 20, v.max_patches);
+  v.max_patches = json::get_int_or(root, "max_patches", where, 4, kMaxImagePatches, v.max_patches);
   v.in_patch_limit =
       json::get_int_or(root, "in_patch_limit", where, 4, INT32_MAX, v.in_patch_limit);
   v.patch_limit_on_one_side = json::get_int_or(root, "patch_limit_on_one_side", where, 2, INT32_MAX,

@@ -41,6 +41,9 @@ struct VisionConfig {
 constexpr int kVisionMerge = 2;
 // RoPE tables in the release cover 512 positions per side; larger grids are refused.
 constexpr int kVisionMaxSide = 512;
+// The most patches an image may be given (vision.json's max_patches, --max-image-patches): the
+// release's own soft budget.
+constexpr int64_t kMaxImagePatches = 65536;
 
 // Parses and checks vision.json text against the language model it feeds. `where` names the
 // file in errors. Throws FormatError naming the key.

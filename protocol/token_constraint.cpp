@@ -46,6 +46,7 @@ TokenIndex::TokenIndex(const std::vector<std::string>& token_bytes,
       fail<UsageError>("special token {} has id {} outside the vocabulary", name, id);
     special_of_[id] = (int)special_names_.size();
     special_names_.push_back(name);
+    special_token_.push_back(id);
   }
   words_ = ((size_t)vocab_ + 63) / 64;
   std::vector<int> ids, not_plain[2];
@@ -82,8 +83,7 @@ TokenIndex::TokenIndex(const std::vector<std::string>& token_bytes,
 
 std::optional<int> TokenIndex::special_id(std::string_view name) const {
   for (size_t k = 0; k < special_names_.size(); ++k)
-    if (special_names_[k] == name)
-      return (int)(std::find(special_of_.begin(), special_of_.end(), (int)k) - special_of_.begin());
+    if (special_names_[k] == name) return special_token_[k];
   return std::nullopt;
 }
 

@@ -58,6 +58,7 @@ class TokenIndex {
   std::vector<std::string> bytes_;
   std::vector<int> special_of_;
   std::vector<std::string> special_names_;
+  std::vector<int> special_token_;  // per special_names_ entry: its token id
   Trie all_, not_plain_[2];
   size_t words_;
   std::vector<std::vector<uint64_t>> plain_[2];  // [flavour][n]: plain tokens of <= n code points

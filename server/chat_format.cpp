@@ -84,12 +84,16 @@ RenderedPrompt ChatFormat::render_with(const ChatRequest& r,
   return p;
 }
 
+void ChatFormat::check_function_name(const std::string& name, const std::string& where) {
+  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789_-.") != std::string::npos)
+    fail<UsageError>("{}: '{}' is not a valid function name", where, name);
+}
+
 std::vector<int32_t> ChatFormat::forced_tool_call(const ChatRequest& r, bool thinking) const {
   if (family_ != ChatFamily::kK3 || r.tool_choice.kind != ToolChoice::Kind::kNamed) return {};
   const std::string& name = r.tool_choice.name;
-  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                             "0123456789_-.") != std::string::npos)
-    fail<UsageError>("tool_choice.function.name: '{}' is not a valid function name", name);
+  check_function_name(name, "tool_choice.function.name");
   // Leave the think channel (if the prompt opened it) and the response channel, open the call.
   std::string markup = thinking ? "<|close|>think<|sep|><|open|>response<|sep|>" : "";
   markup += "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"" + name +

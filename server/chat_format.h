@@ -40,6 +40,11 @@ class ChatFormat {
   // <|media_pad|> is one id here, for the caller to widen to the image's positions.
   RenderedPrompt render(const ChatRequest& r, const std::vector<std::string>& image_prompts) const;
   std::unique_ptr<ReplyParser> parser(bool thinking, uint64_t seed) const;
+  // Function names go verbatim into K3's call markup, so only plain identifier characters are
+  // allowed (a '"' or a "<|...|>" inside one would change the markup). Throws UsageError naming
+  // `where`.
+  static void check_function_name(const std::string& name, const std::string& where);
+
   // For tool_choice naming a function (K3): the tokens that open that call, which the server
   // writes in the model's place so the reply is that call; the model writes the arguments.
   // Empty when the request names no function or the format has no tool calls.

@@ -1,12 +1,39 @@
 // `waste convert`: a release checkpoint folder to a WASTE v0 container (engine/convert.h).
 #include <fmt/format.h>
 
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
 #include "engine/convert.h"
 #include "prompt_templates/specials_file.h"
 #include "server/cli_args.h"
 #include "server/cli_commands.h"
 
 namespace waste::cli {
+
+namespace {
+
+// Fault injection for the crash tests: WASTE_CONVERT_KILL_AT=STEP:N makes the process SIGKILL
+// itself at the Nth time it reaches STEP (a ConvertOptions::step_hook name), so a test kills
+// the real binary at a chosen point instead of racing a timer against a run of a tenth of a
+// second.
+std::function<void(const char*)> kill_hook() {
+  const char* spec = std::getenv("WASTE_CONVERT_KILL_AT");
+  if (!spec || !*spec) return {};
+  std::string s = spec;
+  size_t colon = s.rfind(':');
+  std::string step = s.substr(0, colon);
+  int nth = colon == std::string::npos ? 1 : std::atoi(s.c_str() + colon + 1);
+  auto seen = std::make_shared<std::atomic<int>>(0);  // experts finish on worker threads
+  return [step, nth, seen](const char* at) {
+    if (step == at && ++*seen == nth) std::raise(SIGKILL);
+  };
+}
+
+}  // namespace
 
 int cmd_convert(int argc, char** argv) {
   Args a(argc, argv, 2, {"--src", "--out", "--jobs", "--reclaim", "--arch", "--seed"}, {"--quiet"});
@@ -27,6 +54,7 @@ int cmd_convert(int argc, char** argv) {
     throw UsageFailure{fmt::format("--reclaim: '{}' is not off, dry or on", reclaim)};
   o.progress = !a.has("--quiet");
   o.read_specials = [](const std::string& p) { return read_specials_file(p); };
+  o.step_hook = kill_hook();
   ConvertReport r = convert(o);
   if (r.already_complete) return 0;
   fmt::print(

@@ -25,6 +25,7 @@
 
 #include "engine/atomic_file.h"
 #include "engine/error.h"
+#include "engine/planner.h"
 #include "server/cli_args.h"
 #include "server/cli_commands.h"
 #include "server/hub_client.h"
@@ -47,14 +48,6 @@ struct Settings {
   int retries = 8;  // consecutive failed tries without progress before giving up on a file
   milliseconds backoff_base{5'000}, backoff_cap{320'000};
 };
-
-std::string human(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)bytes;
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, u++;
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", v, units[u]);
-}
 
 // ---- the record of completed files ----
 
@@ -240,15 +233,16 @@ void print_dry_run(const Settings& s, const std::string& commit, const std::vect
   fmt::print("{} at {} (commit {})\n", s.repo, s.revision, commit);
   for (const Item& it : items) {
     std::string status = it.complete ? "complete"
-                         : it.have   ? fmt::format("partial {}", human(it.have))
+                         : it.have   ? fmt::format("partial {}", human_bytes(it.have))
                                      : "to fetch";
-    fmt::print("  {:>12}  {:<22}  {}\n", human(it.size), status, it.name);
+    fmt::print("  {:>12}  {:<22}  {}\n", human_bytes(it.size), status, it.name);
   }
   fmt::print(
       "{} files, {} in all; {} complete, {} already here; to fetch {} ({} bytes); free {}; "
       "needed {} (with margin); free after {}\n",
-      items.size(), human(p.total), p.complete, human(p.here), human(p.to_fetch), p.to_fetch,
-      human(p.free), human(p.needed), p.free >= p.to_fetch ? human(p.free - p.to_fetch) : "none");
+      items.size(), human_bytes(p.total), p.complete, human_bytes(p.here), human_bytes(p.to_fetch),
+      p.to_fetch, human_bytes(p.free), human_bytes(p.needed),
+      p.free >= p.to_fetch ? human_bytes(p.free - p.to_fetch) : "none");
 }
 
 // ---- progress on stderr ----
@@ -286,8 +280,8 @@ class Progress {
     double secs = std::chrono::duration<double>(now - start_).count();
     double rate = secs > 0 ? done_ / secs : 0;
     std::string eta = rate > 0 && total_ > done_ ? eta_text((total_ - done_) / rate) : "-";
-    std::string line = fmt::format("{}  {} / {}  {}/s  ETA {}", name_, human(done_), human(total_),
-                                   human((uint64_t)rate), eta);
+    std::string line = fmt::format("{}  {} / {}  {}/s  ETA {}", name_, human_bytes(done_),
+                                   human_bytes(total_), human_bytes((uint64_t)rate), eta);
     std::fprintf(stderr, tty_ ? "\r\033[K%s" : "%s\n", line.c_str());
     drawn_ = true;
   }
@@ -580,7 +574,8 @@ int fetch_all(const Settings& s, hub::Hub& hub, StateFile& state, const std::str
     uint64_t free = free_bytes(s.dest);
     if (free < it.size - it.have) {
       progress.note(fmt::format("{}: needs {} but only {} is free on {}; stopping", it.name,
-                                human(it.size - it.have), human(free), s.dest.string()));
+                                human_bytes(it.size - it.have), human_bytes(free),
+                                s.dest.string()));
       return kExitNoSpace;
     }
     progress.start_file(it.name, ++index, count);
@@ -607,10 +602,11 @@ int cmd_download(int argc, char** argv) {
   }
   std::fprintf(stderr, "%s at %s (commit %s): %zu files, %zu complete, %s to fetch\n",
                s.repo.c_str(), s.revision.c_str(), listing.commit.c_str(), items.size(),
-               plan.complete, human(plan.to_fetch).c_str());
+               plan.complete, human_bytes(plan.to_fetch).c_str());
   if (!plan.fits()) {
     std::fprintf(stderr, "waste download: %s needs %s (with margin) but %s is free\n",
-                 s.dest.string().c_str(), human(plan.needed).c_str(), human(plan.free).c_str());
+                 s.dest.string().c_str(), human_bytes(plan.needed).c_str(),
+                 human_bytes(plan.free).c_str());
     return kExitNoSpace;
   }
   int rc = fetch_all(s, hub, state, listing.commit, items, plan);

@@ -4,6 +4,7 @@
 
 #include "engine/error.h"
 #include "protocol/json_schema.h"
+#include "server/chat_format.h"
 
 namespace waste {
 namespace {
@@ -28,6 +29,7 @@ Tool parse_tool(const std::string& json, size_t index) {
     fail<UsageError>("{}.function.name: missing", where);
   Tool t;
   t.name = std::string(n);
+  ChatFormat::check_function_name(t.name, where + ".function.name");
   if (fn.at_key("parameters").get(params) == simdjson::SUCCESS)
     t.parameters = simdjson::minify(params);
   return t;

@@ -464,19 +464,25 @@ TEST_F(ConvertTest, KillAtRandomStepsThenResumeIsByteIdentical) {
 }
 
 TEST_F(ConvertTest, SigkilledBinaryResumesToTheSameBytes) {
-  for (const char* after : {"0.15", "0.5"}) {
+  // Killed with the trunk just published, with one layer done, and inside the second layer.
+  for (const char* at : {"trunk.done:1", "layer.done:1", "expert:18"}) {
+    SCOPED_TRACE(at);
     test::TempDir d;
     std::string cmd =
-        fmt::format("timeout -s KILL {} {} convert --src {} --out {} --quiet", after,
+        fmt::format("WASTE_CONVERT_KILL_AT={} {} convert --src {} --out {} --quiet", at,
                     test::waste_binary().string(), kl_src().string(), (d / "m").string());
     std::string out;
-    test::run_command(cmd, &out);
+    EXPECT_EQ(test::run_command(cmd, &out), 137) << "the kill did not land: " << out;
+    ASSERT_TRUE(fs::exists(d / "m" / kConvertStateDir)) << "nothing to resume";
     // The binary uses the full recipe; compare against a full-recipe in-process run.
     int rc = test::run_command(
         fmt::format("{} convert --src {} --out {} --quiet", test::waste_binary().string(),
                     kl_src().string(), (d / "m").string()),
         &out);
     ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("trunk 79 tensors (resumed)"), std::string::npos) << out;
+    if (std::string(at) != "trunk.done:1")
+      EXPECT_NE(out.find("2 converted, 1 resumed"), std::string::npos) << out;
     ConvertOptions o = quick(kl_src(), d / "ref");
     o.recipe = VqRecipe{};
     convert(o);

@@ -468,6 +468,7 @@ TEST(ImagePreprocess, ResizeOfAConstantImageIsConstant) {
   for (uint8_t v : out) ASSERT_EQ(v, 77);
   out = resize_nearest(flat, 97, 61, 3, 13, 200);
   EXPECT_EQ(out.size(), 13u * 200 * 3);
+  for (uint8_t v : out) ASSERT_EQ(v, 77);
 }
 
 // --- bit-exactness against Pillow ---------------------------------------------------------------

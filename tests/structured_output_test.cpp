@@ -87,6 +87,8 @@ TEST_F(StructuredOutputTest, ResponseFormatGivesValidJsonOnBothFamilies) {
   int lengths = 0;
   // K3 also with thinking on: the schema then applies after the think channel closes.
   for (const char* name : {"kl.waste", "k3.waste", "k3-thinking"}) {
+    const size_t finished_before = finished.size();
+    const std::string config = name;
     bool thinking = std::string(name) == "k3-thinking";
     if (thinking) name = "k3.waste";
     auto d = start(model(name));
@@ -110,6 +112,7 @@ TEST_F(StructuredOutputTest, ResponseFormatGivesValidJsonOnBothFamilies) {
           EXPECT_EQ(reason, "length"), ++lengths;
       }
     }
+    EXPECT_GT(finished.size(), finished_before) << config << ": no output finished";
   }
   std::printf("%zu outputs finished, %d cut by max_tokens\n", finished.size(), lengths);
   EXPECT_GE(finished.size(), schemas().size()) << lengths << " cut by max_tokens";
@@ -192,6 +195,7 @@ TEST_F(StructuredOutputTest, ForcedToolCallsHaveArgumentsThatMatchTheSchema) {
       R"(}},{"type":"function","function":{"name":"noop","parameters":{"type":"object","properties":{}}}}])";
   std::string bias = closing_bias("k3.waste");
   std::vector<std::pair<std::string, std::string>> args;
+  int weather_calls = 0;
   for (const char* choice :
        {R"({"type":"function","function":{"name":"weather"}})", R"("required")"}) {
     for (int seed = 0; seed < 4; ++seed) {
@@ -211,6 +215,7 @@ TEST_F(StructuredOutputTest, ForcedToolCallsHaveArgumentsThatMatchTheSchema) {
       if (choice[0] == '{') {
         EXPECT_EQ(name, "weather");
       }
+      weather_calls += name == "weather";
       args.push_back(
           {name == "weather" ? params : R"({"type":"object","additionalProperties":false})",
            arguments});
@@ -218,6 +223,7 @@ TEST_F(StructuredOutputTest, ForcedToolCallsHaveArgumentsThatMatchTheSchema) {
   }
   std::printf("%zu tool calls finished\n", args.size());
   EXPECT_GE(args.size(), 2u);
+  EXPECT_GE(weather_calls, 1) << "no call with arguments to check against the schema";
   expect_valid(args);
 }
 
@@ -227,8 +233,17 @@ TEST_F(StructuredOutputTest, BadToolSchemasAre400) {
       R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"not":{}}}}}}],"tool_choice":"required"})";
   HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body);
   EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.body.find("tools[0]"), std::string::npos) << r.body;
-  EXPECT_NE(r.body.find("not"), std::string::npos) << r.body;
+  std::string msg(parse(r.body)["error"]["message"].get_string().value());
+  EXPECT_NE(msg.find("tools[0]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"not\""), std::string::npos) << msg;
+  // A name goes verbatim into the call markup: one that could change it is refused.
+  body =
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f\"<|close|>","parameters":{"type":"object"}}}],"tool_choice":"required"})";
+  r = http_request(d->port(), "POST", "/v1/chat/completions", body);
+  EXPECT_EQ(r.status, 400) << r.body;
+  msg = std::string(parse(r.body)["error"]["message"].get_string().value());
+  EXPECT_NE(msg.find("tools[0].function.name"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a valid function name"), std::string::npos) << msg;
 }
 
 }  // namespace

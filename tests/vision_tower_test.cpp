@@ -215,6 +215,8 @@ TEST_F(VisionTowerTest, BadVisionJsonValuesAreNamed) {
       {replace("\"max_patches\":1024", "\"max_patches\":3"), "max_patches: 3 is out of range"},
       {replace("\"max_patches\":1024", "\"max_patches\":2000000"),
        "max_patches: 2000000 is out of range"},
+      {replace("\"max_patches\":1024", "\"max_patches\":65537"),  // over what the encoder takes
+       "max_patches: 65537 is out of range"},
       {replace("\"image_std\":[0.5,0.5,0.5]", "\"image_std\":[0.5,0,0.5]"),
        "image_std[1]: must be greater than 0"},
       {replace("\"image_std\":[0.5,0.5,0.5]", "\"image_std\":[0.5,-1,0.5]"),
