@@ -481,8 +481,9 @@ TEST_F(ConvertTest, SigkilledBinaryResumesToTheSameBytes) {
         &out);
     ASSERT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("trunk 79 tensors (resumed)"), std::string::npos) << out;
-    if (std::string(at) != "trunk.done:1")
+    if (std::string(at) != "trunk.done:1") {
       EXPECT_NE(out.find("2 converted, 1 resumed"), std::string::npos) << out;
+    }
     ConvertOptions o = quick(kl_src(), d / "ref");
     o.recipe = VqRecipe{};
     convert(o);
