@@ -29,6 +29,7 @@
 #include "engine/safetensors.h"
 #include "engine/stopwatch.h"
 #include "engine/thread_pool.h"
+#include "engine/vq_tile.h"
 
 namespace waste {
 
@@ -221,7 +222,8 @@ class Converter {
         out_(opt.out),
         state_(opt.out / kConvertStateDir),
         pool_(opt.jobs),
-        nearest_(nearest_kernel(opt.isa)) {}
+        nearest_(nearest_kernel(opt.isa)),
+        tile_(tile_ops(opt.isa)) {}
 
   ConvertReport run();
 
@@ -254,6 +256,7 @@ class Converter {
   fs::path out_, state_;
   ThreadPool pool_;
   NearestFn nearest_;
+  TileOps tile_;
 };
 
 void Converter::remove_stale_temporaries() const {
@@ -493,7 +496,7 @@ void Converter::convert_layer(const ExpertLayer& l, LayerReport* rep, Progress& 
         for (int k = 0; k < 3; k++) {
           int64_t rows = 0, cols = 0;
           std::vector<float> w = ck_.read_all(plan_.expert_tensor(l.layer, e, k), &rows, &cols);
-          EncodeError err = encode_matrix(w.data(), rows, cols, books[k], nearest_,
+          EncodeError err = encode_matrix(w.data(), rows, cols, books[k], nearest_, tile_,
                                           rec.data() + idx_off[k], scales + scale_off[k]);
           errors[(size_t)e * 3 + k] = err.relative();
         }

@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "engine/f16.h"
 #include "engine/thread_pool.h"
+#include "engine/vq_tile.h"
 
 namespace waste {
 
@@ -48,68 +49,6 @@ void assign_all(const std::vector<float>& soa, const float* book, const float* n
   else
     run(0, groups);
 }
-
-// encode_matrix works on tiles: the 64 rows of one vector position, 8 rows per group, in the
-// kernels' dimension-major layout (the layout of an index block).
-constexpr int64_t kTileFloats = kVqRowBlock * kVqDim;
-
-// The tile of n rows starting at `x` (row stride `cols`); rows past n are zero.
-void load_tile(const float* x, int64_t cols, int64_t n, float* res) {
-  std::fill(res, res + kTileFloats, 0.0f);
-  for (int64_t i = 0; i < n; i++) {
-    float* r = res + (i / kLanes) * kGroupFloats + i % kLanes;
-#pragma GCC unroll 8
-    for (int d = 0; d < kVqDim; d++) r[d * kLanes] = x[i * cols + d];
-  }
-}
-
-// Subtracts each row's chosen entry from its residual and adds it to its reconstruction. Read
-// from the dimension-major book, each (row, d) element gets the same single float operation
-// as one entry-major row at a time gave; the order across elements does not matter. Rows past
-// the matrix are updated too: their indices are never stored, and no kernel lets one vector's
-// values change another's index.
-void apply_stage(const SearchView& sv, const uint8_t* ids, float* res, float* sum) {
-  for (int64_t g = 0; g < kVqRowBlock / kLanes; g++)
-    for (int d = 0; d < kVqDim; d++) {
-      const float* td = sv.t + (size_t)d * sv.padded;
-      float* r = res + g * kGroupFloats + d * kLanes;
-      float* a = sum + g * kGroupFloats + d * kLanes;
-#pragma GCC unroll 8
-      for (int l = 0; l < kLanes; l++) {
-        float c = td[ids[g * kLanes + l]];
-        r[l] -= c;
-        a[l] += c;
-      }
-    }
-}
-
-// The reconstruction error, one running sum per dimension so the additions do not wait on each
-// other; total() adds the eight in a fixed order, so the report is the same for any kernel and
-// thread count.
-struct TileError {
-  double err2[kVqDim] = {}, ref2[kVqDim] = {};
-  // Rows 0..n-1 of a tile: weights from `w` (row stride cols), f16 row scales s16.
-  void add(const float* w, int64_t cols, int64_t n, const float* s16, const float* sum) {
-    for (int64_t i = 0; i < n; i++) {
-      const float* a = sum + (i / kLanes) * kGroupFloats + i % kLanes;
-#pragma GCC unroll 8
-      for (int d = 0; d < kVqDim; d++) {
-        double ref = w[i * cols + d];
-        double got = (double)s16[i] * (double)a[d * kLanes];
-        err2[d] += (ref - got) * (ref - got);
-        ref2[d] += ref * ref;
-      }
-    }
-  }
-  EncodeError total() const {
-    EncodeError e;
-    for (int d = 0; d < kVqDim; d++) {
-      e.err2 += err2[d];
-      e.ref2 += ref2[d];
-    }
-    return e;
-  }
-};
 
 // Rounds to what codebooks.bin stores and the engine decodes: f16, subnormals flushed to zero.
 float stored_value(float v) {
@@ -282,19 +221,29 @@ uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   return h;
 }
 
+namespace {
+
+// amax of one row, at least 1e-8. Eight independent running maxima instead of one serial chain:
+// max is exact and skips NaN either way, so the result is the same, without a compare latency
+// per element.
+float row_amax(const float* row, int64_t cols) {
+  float lane[8];
+  std::fill(lane, lane + 8, 1e-8f);
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8)
+    for (int l = 0; l < 8; l++) lane[l] = std::max(lane[l], std::fabs(row[j + l]));
+  for (; j < cols; j++) lane[0] = std::max(lane[0], std::fabs(row[j]));
+  float amax = 1e-8f;
+  for (float m : lane) amax = std::max(amax, m);
+  return amax;
+}
+
+}  // namespace
+
 void normalize_rows(const float* w, int64_t rows, int64_t cols, float* x, float* scale) {
   for (int64_t r = 0; r < rows; r++) {
     const float* row = w + r * cols;
-    // Eight independent running maxima instead of one serial chain: max is exact and skips NaN
-    // either way, so the result is the same, without a compare latency per element.
-    float lane[8];
-    std::fill(lane, lane + 8, 1e-8f);
-    int64_t j = 0;
-    for (; j + 8 <= cols; j += 8)
-      for (int l = 0; l < 8; l++) lane[l] = std::max(lane[l], std::fabs(row[j + l]));
-    for (; j < cols; j++) lane[0] = std::max(lane[0], std::fabs(row[j]));
-    float amax = 1e-8f;
-    for (float m : lane) amax = std::max(amax, m);
+    const float amax = row_amax(row, cols);
     scale[r] = amax;
     // Four quotients per instruction (a portable vector type; the compiler would not vectorize
     // the division itself): each is the same correctly rounded quotient.
@@ -385,12 +334,14 @@ std::vector<uint16_t> books_f16(const KindBooks& b) {
 }
 
 EncodeError encode_matrix(const float* w, int64_t rows, int64_t cols, const KindBooks& b,
-                          NearestFn nearest, uint8_t* idx, uint16_t* scales) {
+                          NearestFn nearest, const TileOps& tile, uint8_t* idx, uint16_t* scales) {
   const int64_t nv = cols / kVqDim;
   const int S = b.stages;
-  std::vector<float> x((size_t)(rows * cols)), scale((size_t)rows), s16((size_t)rows);
-  normalize_rows(w, rows, cols, x.data(), scale.data());
+  // Rows are normalized a tile at a time (TileOps::load divides by these), as normalize_rows
+  // would: no normalized copy of the whole matrix to allocate and read back.
+  std::vector<float> scale((size_t)rows), s16((size_t)rows);
   for (int64_t r = 0; r < rows; r++) {
+    scale[r] = row_amax(w + r * cols, cols);
     scales[r] = f32_to_f16(scale[r]);
     s16[r] = f16_to_f32(scales[r]);
   }
@@ -402,16 +353,16 @@ EncodeError encode_matrix(const float* w, int64_t rows, int64_t cols, const Kind
   for (int64_t r0 = 0; r0 < rows; r0 += kVqRowBlock) {
     int64_t n = std::min<int64_t>(kVqRowBlock, rows - r0);
     for (int64_t v = 0; v < nv; v++) {
-      load_tile(x.data() + r0 * cols + v * kVqDim, cols, n, res);
+      tile.load(w + r0 * cols + v * kVqDim, cols, n, scale.data() + r0, res);
       std::fill(std::begin(sum), std::end(sum), 0.0f);
       uint8_t* out = idx + ((r0 / kVqRowBlock) * nv + v) * kVqRowBlock * S;
       for (int s = 0; s < S; s++) {
         SearchView sv = sbs[(size_t)s].view();
         nearest(sv, res, kVqRowBlock / kLanes, ids);
         for (int64_t i = 0; i < n; i++) out[i * S + s] = ids[i];
-        apply_stage(sv, ids, res, sum);
+        tile.apply(sv, ids, res, sum);
       }
-      te.add(w + r0 * cols + v * kVqDim, cols, n, s16.data() + r0, sum);
+      tile.add_error(w + r0 * cols + v * kVqDim, cols, n, s16.data() + r0, sum, &te);
     }
   }
   return te.total();

@@ -19,6 +19,7 @@
 namespace waste {
 
 class ThreadPool;
+struct TileOps;
 
 struct VqRecipe {
   int stages = 3;
@@ -132,8 +133,9 @@ struct EncodeError {
 
 // Encodes a rows x cols matrix: idx gets the blocked indices (ceil(rows/64)*64 * cols/8 *
 // stages bytes; rows past `rows` are left as they are, zero in a fresh record), scales the f16
-// row scales. Returns the reconstruction error against w with the f16 scales.
+// row scales. Returns the reconstruction error against w with the f16 scales. `tile` does the
+// work around the search (vq_tile.h; tile_ops picks it).
 EncodeError encode_matrix(const float* w, int64_t rows, int64_t cols, const KindBooks& b,
-                          NearestFn nearest, uint8_t* idx, uint16_t* scales);
+                          NearestFn nearest, const TileOps& tile, uint8_t* idx, uint16_t* scales);
 
 }  // namespace waste

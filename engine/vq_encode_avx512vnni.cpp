@@ -8,9 +8,9 @@
 //
 // Measured (issue 9): picking through the candidates with branches cost more than scoring, as
 // their count is unpredictable. So a group's candidates are compressed into one list
-// (vpcompressb, hence VBMI2), their distances computed 16 at a time from transposed rows, and
-// each vector's minimum found with masks: only the list's length branches (one round of 32
-// lanes, rarely two).
+// (vpcompressb, hence VBMI2); each vector's first four take fixed lanes, where their distances
+// are computed 16 at a time from transposed rows and the minimum over a vector's four is a
+// lane-wise compare. Only the rare vector with more than four candidates (about 8%) branches.
 //
 // Per call, every 8 groups (64 vectors) share one x step: qx_d = rint(x_d * inv_step), stored
 // as qx_d + 128 because vpdpbusd's first operand is unsigned; the book holds -qc_d, and bias_c
@@ -137,24 +137,32 @@ void score(const SearchView& b, const Batch& bt, int v0, int32_t (*s)[256], int3
 
 // Entries scoring at most `thr` of one vector, as bytes appended to e[*n..]. Compressing each
 // 64-entry mask (vpcompressb) keeps this free of branches on the data; s[] is 256 scores long,
-// kPadScore past the book.
+// kPadScore past the book. s <= thr is the sign of s - (thr + 1) (no overflow: both lie
+// within +-2^30, screen_step's ranges), which vpmovd2m reads on another port than compares into
+// masks use on Intel cores; the masks are joined in general registers for the same reason.
 void collect(const int32_t* s, int32_t thr, uint8_t* e, int* n) {
-  const __m512i t = _mm512_set1_epi32(thr);
+  const __m512i t = _mm512_set1_epi32(thr + 1);
   const __m512i iota = _mm512_set_epi8(
       63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41,
       40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
       17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  uint64_t words[4];
 #pragma GCC unroll 4
   for (int w = 0; w < 4; w++) {
     const int32_t* p = s + w * 64;
-    __mmask32 lo = _mm512_kunpackw(_mm512_cmple_epi32_mask(_mm512_load_si512(p + 16), t),
-                                   _mm512_cmple_epi32_mask(_mm512_load_si512(p), t));
-    __mmask32 hi = _mm512_kunpackw(_mm512_cmple_epi32_mask(_mm512_load_si512(p + 48), t),
-                                   _mm512_cmple_epi32_mask(_mm512_load_si512(p + 32), t));
-    __mmask64 k = _mm512_kunpackd(hi, lo);
+    uint64_t k = 0;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+      k |= (uint64_t)_cvtmask16_u32(
+               _mm512_movepi32_mask(_mm512_sub_epi32(_mm512_load_si512(p + 16 * j), t)))
+           << (16 * j);
+    words[w] = k;
+  }
+#pragma GCC unroll 4
+  for (int w = 0; w < 4; w++) {
     __m512i ids = _mm512_add_epi8(iota, _mm512_set1_epi8((char)(w * 64)));
-    _mm512_storeu_si512(e + *n, _mm512_maskz_compress_epi8(k, ids));
-    *n += __builtin_popcountll(_cvtmask64_u64(k));
+    _mm512_storeu_si512(e + *n, _mm512_maskz_compress_epi8(_cvtu64_mask64(words[w]), ids));
+    *n += __builtin_popcountll(words[w]);
   }
 }
 
@@ -165,11 +173,6 @@ struct Candidates {
   uint8_t e[kPerPass * 256 + 64];
   int start[kPerPass + 1];
 };
-
-// Bits 0..k-1 of 32.
-inline uint32_t below(int k) {
-  return k <= 0 ? 0u : k >= 32 ? ~0u : (1u << k) - 1;
-}
 
 // The rows of 16 entries transposed: c[d] lane k = rows[e_k][d]. Loads and shuffles (an 8 x 8
 // transpose in each 256-bit half) cost far fewer instructions than 8 gathers.
@@ -196,68 +199,102 @@ void transpose_rows(const float* rows, const int32_t* e, __m512* c) {
   }
 }
 
-// Float distances of up to 16 candidates, as nearest_scalar computes them (|c|^2, then the fma
-// chain in dimension order); m2[d] holds -2x_d of the pass's vectors in lanes 0..kPerPass-1.
-// Lane k is list entry j + k, owned by vector owner[k]; lanes past the list read entry 0 and
-// the caller ignores them.
-__m512 distances(const SearchView& b, const Candidates& cs, int j, __mmask16 live, __m512i owner,
-                 const __m512* m2) {
-  const __m512i e = _mm512_maskz_cvtepu8_epi32(live, _mm_loadu_si128((const __m128i*)(cs.e + j)));
+// Float distances of 16 candidates (lane k: entry e[k]) as nearest_scalar computes them: |c|^2,
+// then the fma chain in dimension order; m2[d] holds -2x_d of each lane's vector.
+__m512 distances(const SearchView& b, __m512i e, const __m512* m2) {
   alignas(64) int32_t ei[16];
   _mm512_store_si512(ei, e);
   __m512 c[8];
   transpose_rows(b.rows, ei, c);
   __m512 f = _mm512_i32gather_ps(e, b.norms, 4);
 #pragma GCC unroll 8
-  for (int d = 0; d < 8; d++) f = _mm512_fmadd_ps(_mm512_permutexvar_ps(owner, m2[d]), c[d], f);
+  for (int d = 0; d < 8; d++) f = _mm512_fmadd_ps(m2[d], c[d], f);
   return f;
 }
 
-float hmin(__m512 v) {
-  v = _mm512_min_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_min_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  v = _mm512_min_ps(v, _mm512_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_min_ps(v, _mm512_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm512_cvtss_f32(v);
-}
+constexpr int kSlots = 4;  // candidates per vector evaluated in registers; the rest one by one
 
-// The owners of list entries j .. j+15 (lane k: the vector whose range holds j + k).
-__m512i owners(const Candidates& cs, int j) {
-  __m512i owner = _mm512_setzero_si512();
-  for (int i = 1; i < kPerPass; i++) {
-    __mmask16 from = (__mmask16)~below(cs.start[i] - j);
-    owner = _mm512_mask_add_epi32(owner, from, owner, _mm512_set1_epi32(1));
+// The entries in slot-major lanes: slot k of vector i is lane 8k + i, slots 0-1 in e01 and 2-3
+// in e23; lanes past a vector's count hold entry 0 and are off in live01/live23.
+struct Slots {
+  __m512i e01, e23;
+  __mmask16 live01, live23;
+  __m512i count;  // each vector's candidate count, in lanes i and 8 + i
+};
+
+Slots slots(const Candidates& cs) {
+  alignas(32) uint32_t first[kPerPass];  // a vector's first four entries, one per byte
+  alignas(32) int32_t count[kPerPass];
+  for (int i = 0; i < kPerPass; i++) {
+    __builtin_memcpy(&first[i], cs.e + cs.start[i], 4);  // bytes past the count: any value
+    count[i] = cs.start[i + 1] - cs.start[i];
   }
-  return owner;
+  Slots sl;
+  const __m256i f = _mm256_load_si256((const __m256i*)first), ff = _mm256_set1_epi32(0xff);
+  sl.count = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i*)count));
+  const __m512i k01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  sl.live01 = _mm512_cmpgt_epi32_mask(sl.count, k01);
+  sl.live23 = _mm512_cmpgt_epi32_mask(sl.count, _mm512_add_epi32(k01, _mm512_set1_epi32(2)));
+  auto byte = [&](int k) { return _mm256_and_si256(_mm256_srli_epi32(f, 8 * k), ff); };
+  sl.e01 = _mm512_maskz_mov_epi32(sl.live01,
+                                  _mm512_inserti64x4(_mm512_castsi256_si512(byte(0)), byte(1), 1));
+  sl.e23 = _mm512_maskz_mov_epi32(sl.live23,
+                                  _mm512_inserti64x4(_mm512_castsi256_si512(byte(2)), byte(3), 1));
+  return sl;
 }
 
-// Each vector's first float minimum among its candidates: the smallest distance, and of the
-// lanes holding it the first, i.e. the lowest entry (lanes are ascending per vector and later
-// rounds of 32 hold higher entries, which win only when strictly smaller). 32 lanes a round:
-// a group's list is rarely longer, and each vector's minimum costs one reduction per round.
-void decide(const SearchView& b, const Candidates& cs, const __m512* m2, uint8_t* out) {
-  float best[kPerPass];
-  for (int i = 0; i < kPerPass; i++) best[i] = __builtin_inff();
-  const int n = cs.start[kPerPass];
-  const __m512 inf = _mm512_set1_ps(__builtin_inff());
-  for (int j = 0; j < n; j += 32) {
-    const __m512 f0 = distances(b, cs, j, (__mmask16)below(n - j), owners(cs, j), m2);
-    const __m512 f1 =
-        distances(b, cs, j + 16, (__mmask16)below(n - j - 16), owners(cs, j + 16), m2);
-    for (int i = 0; i < kPerPass; i++) {
-      uint32_t mine = below(cs.start[i + 1] - j) & ~below(cs.start[i] - j);
-      __mmask16 m0 = (__mmask16)mine, m1 = (__mmask16)(mine >> 16);
-      float m =
-          hmin(_mm512_min_ps(_mm512_mask_mov_ps(inf, m0, f0), _mm512_mask_mov_ps(inf, m1, f1)));
-      const __m512 mv = _mm512_set1_ps(m);
-      uint32_t at = _mm512_mask_cmp_ps_mask(m0, f0, mv, _CMP_EQ_OQ) |
-                    (uint32_t)_mm512_mask_cmp_ps_mask(m1, f1, mv, _CMP_EQ_OQ) << 16;
-      if (m < best[i]) {
-        best[i] = m;
-        out[i] = cs.e[j + __builtin_ctz(at)];
+// Strict `<`: on equal distances the earlier slot, i.e. the lower entry, stays.
+inline void take_if_less(__m256 d, __m256i e, __m256* best, __m256i* id) {
+  __mmask8 lt = _mm256_cmp_ps_mask(d, *best, _CMP_LT_OQ);
+  *best = _mm256_mask_mov_ps(*best, lt, d);
+  *id = _mm256_mask_mov_epi32(*id, lt, e);
+}
+
+// Candidates past the fourth of the vectors in `more`, one at a time in ascending order, as
+// nearest_scalar evaluates them; m2[d] lane i is -2x_d of vector i.
+__m256i finish_long(const SearchView& b, const Candidates& cs, unsigned more, const __m256* m2,
+                    __m256 best, __m256i id) {
+  alignas(32) float bd[kPerPass], m2v[8][kPerPass];
+  alignas(32) int32_t bi[kPerPass];
+  _mm256_store_ps(bd, best);
+  _mm256_store_si256((__m256i*)bi, id);
+  for (int d = 0; d < 8; d++) _mm256_store_ps(m2v[d], m2[d]);
+  for (; more; more &= more - 1) {
+    int i = __builtin_ctz(more);
+    for (int k = cs.start[i] + kSlots; k < cs.start[i + 1]; k++) {
+      int e = cs.e[k];
+      float acc = b.norms[e];
+      for (int d = 0; d < 8; d++) acc = __builtin_fmaf(m2v[d][i], b.rows[e * 8 + d], acc);
+      if (acc < bd[i]) {
+        bd[i] = acc;
+        bi[i] = e;
       }
     }
   }
+  return _mm256_load_si256((const __m256i*)bi);
+}
+
+// Each vector's first float minimum among its candidates: the four slots' distances in two
+// registers, three lane-wise steps in slot order, then the rare longer lists. x is the group.
+void decide(const SearchView& b, const Candidates& cs, const float* x, uint8_t* out) {
+  const Slots sl = slots(cs);
+  __m256 m2[8];
+  __m512 m2x2[8];  // both halves: slots 0 and 1 (2 and 3) belong to the same 8 vectors
+  for (int d = 0; d < 8; d++) {
+    m2[d] = _mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_loadu_ps(x + d * 8));
+    m2x2[d] = _mm512_insertf32x8(_mm512_castps256_ps512(m2[d]), m2[d], 1);
+  }
+  const __m512 inf = _mm512_set1_ps(__builtin_inff());
+  const __m512 f01 = _mm512_mask_mov_ps(inf, sl.live01, distances(b, sl.e01, m2x2));
+  const __m512 f23 = _mm512_mask_mov_ps(inf, sl.live23, distances(b, sl.e23, m2x2));
+  __m256 best = _mm512_castps512_ps256(f01);
+  __m256i id = _mm512_castsi512_si256(sl.e01);
+  take_if_less(_mm512_extractf32x8_ps(f01, 1), _mm512_extracti64x4_epi64(sl.e01, 1), &best, &id);
+  take_if_less(_mm512_castps512_ps256(f23), _mm512_castsi512_si256(sl.e23), &best, &id);
+  take_if_less(_mm512_extractf32x8_ps(f23, 1), _mm512_extracti64x4_epi64(sl.e23, 1), &best, &id);
+  unsigned more = _mm512_cmpgt_epi32_mask(sl.count, _mm512_set1_epi32(kSlots)) & 0xffu;
+  if (__builtin_expect(more != 0, 0)) id = finish_long(b, cs, more, m2, best, id);
+  _mm_storel_epi64((__m128i*)out, _mm256_cvtepi32_epi8(id));
 }
 
 void nearest_chunk(const SearchView& b, const float* xs, int64_t groups, uint8_t* idx) {
@@ -281,12 +318,7 @@ void nearest_chunk(const SearchView& b, const float* xs, int64_t groups, uint8_t
     }
     cs.start[kPerPass] = n;
     // The pass's vectors are the 8 lanes of one group.
-    const float* x = xs + v / 8 * 64 + v % 8;
-    __m512 m2[8];
-    for (int d = 0; d < 8; d++)
-      m2[d] =
-          _mm512_zextps256_ps512(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_loadu_ps(x + d * 8)));
-    decide(b, cs, m2, idx + v);
+    decide(b, cs, xs + v / 8 * 64 + v % 8, idx + v);
   }
 }
 

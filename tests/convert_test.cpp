@@ -27,6 +27,7 @@
 #include "engine/tensor_specs.h"
 #include "engine/thread_pool.h"
 #include "engine/vq_encode.h"
+#include "engine/vq_tile.h"
 #include "prompt_templates/specials_file.h"
 #include "tests/test_util.h"
 
@@ -848,6 +849,73 @@ TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnTrainedBooksAndResiduals) {
   }
 }
 
+// The AVX2 tile work must give the portable results bit for bit: the same float and double
+// operations per element in the same order (no fused multiply-adds), whatever the values.
+TEST_F(ConvertTest, TileOpsAgreeWithPortable) {
+  if (!cpu_supports(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  const TileOps ref = detail::tile_ops_portable(), avx = detail::tile_ops_avx2();
+  Rng r(10);
+  const int64_t cols = 40;
+  std::vector<float> w(64 * cols), amax(64), s16(64), book = stored_uniform(r, 256 * 8);
+  std::vector<float> norms(256, 1.0f);
+  for (float& v : w) v = gauss(r) * std::ldexp(1.0f, (int)r.below(60) - 30);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(), -0.0f, 1e-41f, 3e38f};
+  for (size_t i = 0; i < std::size(specials); i++)
+    w[(size_t)r.below((uint32_t)w.size())] = specials[i];
+  for (float& v : amax) v = std::ldexp(r.uniform(0.5f, 1.0f), (int)r.below(40) - 20);
+  amax[7] = 1e-8f;
+  for (float& v : s16) v = f16_to_f32(f32_to_f16(r.uniform(1e-4f, 2.0f)));
+  auto same = [](const void* a, const void* b, size_t n) { return std::memcmp(a, b, n) == 0; };
+  for (int E : {256, 100, 16}) {
+    SearchBook sb = search_book(book.data(), norms.data(), E);
+    for (int64_t n : {64, 63, 17, 8, 1}) {
+      const int64_t off = (int64_t)r.below(4) * 8;  // a vector position inside the rows
+      std::vector<float> a(kTileFloats, 7.0f), b(kTileFloats, -7.0f);
+      ref.load(w.data() + off, cols, n, amax.data(), a.data());
+      avx.load(w.data() + off, cols, n, amax.data(), b.data());
+      EXPECT_TRUE(same(a.data(), b.data(), a.size() * 4)) << "load, n " << n;
+      std::vector<uint8_t> ids(64);
+      for (uint8_t& i : ids) i = (uint8_t)r.below((uint32_t)E);
+      std::vector<float> sa(kTileFloats), sbv;
+      for (float& v : sa) v = r.uniform(-2, 2);
+      sbv = sa;
+      std::vector<float> a2 = a;
+      ref.apply(sb.view(), ids.data(), a.data(), sa.data());
+      avx.apply(sb.view(), ids.data(), a2.data(), sbv.data());
+      EXPECT_TRUE(same(a.data(), a2.data(), a.size() * 4)) << "apply residual, " << E << " entries";
+      EXPECT_TRUE(same(sa.data(), sbv.data(), sa.size() * 4)) << "apply sum, " << E << " entries";
+      TileError ea, eb;
+      for (int d = 0; d < 8; d++) ea.err2[d] = eb.err2[d] = 0.1 * d, ea.ref2[d] = eb.ref2[d] = d;
+      ref.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &ea);
+      avx.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &eb);
+      EXPECT_TRUE(same(ea.err2, eb.err2, sizeof ea.err2)) << "error sums, n " << n;
+      EXPECT_TRUE(same(ea.ref2, eb.ref2, sizeof ea.ref2)) << "reference sums, n " << n;
+    }
+  }
+  // Whole encodes: the same bytes and the same error report with either tile work.
+  const int64_t rows = 100, wc = 64;
+  std::vector<float> m((size_t)(rows * wc)), x(m.size()), sc((size_t)rows);
+  for (float& v : m) v = gauss(r) * 0.02f;
+  normalize_rows(m.data(), rows, wc, x.data(), sc.data());
+  VqRecipe rec;
+  rec.iters = 2;
+  KindBooks kb = train_books(x, rec, 1, Isa::kScalar, nullptr, "test");
+  const size_t nidx = 128 * wc / 8 * 3;
+  std::vector<uint8_t> ia(nidx), ib(nidx);
+  std::vector<uint16_t> ca((size_t)rows), cb((size_t)rows);
+  EncodeError fa =
+      encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, ref, ia.data(), ca.data());
+  EncodeError fb =
+      encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, avx, ib.data(), cb.data());
+  EXPECT_EQ(ia, ib);
+  EXPECT_EQ(ca, cb);
+  EXPECT_EQ(fa.err2, fb.err2);
+  EXPECT_EQ(fa.ref2, fb.ref2);
+  EXPECT_GT(fa.relative(), 0.05);  // a real encode, not an empty one
+  EXPECT_LT(fa.relative(), 0.5);
+}
+
 // WASTE_CONVERT_BENCH=1: encode throughput at Kimi-Linear expert shape, and the error of the
 // full recipe on Gaussian BF16 and MXFP4-quantized experts of that shape.
 TEST(ConvertBench, EncodeThroughputAndError) {
@@ -891,6 +959,7 @@ TEST(ConvertBench, EncodeThroughputAndError) {
     const char* forced = std::getenv("WASTE_VQ_KERNEL");
     const char* kname = forced ? forced : "default";
     NearestFn k = nearest_kernel(detect_isa());
+    const TileOps tile = tile_ops(detect_isa());
     if (forced) {
       auto ks = runnable_kernels();
       auto it = std::find_if(ks.begin(), ks.end(),
@@ -900,7 +969,7 @@ TEST(ConvertBench, EncodeThroughputAndError) {
     }
     t0 = SteadyClock::now();
     for (auto& w : experts)
-      errs.push_back(encode_matrix(w.data(), M, N, b, k, idx.data(), sc.data()).relative());
+      errs.push_back(encode_matrix(w.data(), M, N, b, k, tile, idx.data(), sc.data()).relative());
     double enc_s = seconds_since(t0);
     std::sort(errs.begin(), errs.end());
     double vps = 12.0 * M * N / 8 / enc_s;
