@@ -419,7 +419,8 @@ KindBooks Converter::train_kind(const ExpertLayer& l, int kind) {
   pool_.parallel_for((int64_t)ids.size(), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) {
       int64_t rows = 0, cols = 0;
-      std::vector<float> w = ck_.read_all(plan_.expert_tensor(l.layer, ids[i], kind), &rows, &cols);
+      std::vector<float> w;
+      ck_.read_all(plan_.expert_tensor(l.layer, ids[i], kind), &w, &rows, &cols);
       std::vector<float> x(w.size()), scale((size_t)rows);
       normalize_rows(w.data(), rows, cols, x.data(), scale.data());
       Rng rng(derive_seed(r.seed, (uint64_t)l.layer, (uint64_t)ids[i], 0x73616d70 /* samp */));
@@ -488,6 +489,7 @@ void Converter::convert_layer(const ExpertLayer& l, LayerReport* rep, Progress& 
   const uint64_t scale_off[3] = {0, (uint64_t)g.inter, 2 * (uint64_t)g.inter};
   pool_.parallel_for(pool_.size(), 1, [&](int64_t, int64_t) {
     AlignedBuffer rec(g.stride);
+    std::vector<float> w;  // one matrix at a time, its pages reused
     try {
       for (int e; !failed && (e = next++) < E;) {
         std::memset(rec.data(), 0, g.stride);
@@ -495,7 +497,7 @@ void Converter::convert_layer(const ExpertLayer& l, LayerReport* rep, Progress& 
             reinterpret_cast<uint16_t*>(rec.data() + kExpertHeaderBytes + 2 * gate + down);
         for (int k = 0; k < 3; k++) {
           int64_t rows = 0, cols = 0;
-          std::vector<float> w = ck_.read_all(plan_.expert_tensor(l.layer, e, k), &rows, &cols);
+          ck_.read_all(plan_.expert_tensor(l.layer, e, k), &w, &rows, &cols);
           EncodeError err = encode_matrix(w.data(), rows, cols, books[k], nearest_, tile_,
                                           rec.data() + idx_off[k], scales + scale_off[k]);
           errors[(size_t)e * 3 + k] = err.relative();
@@ -506,10 +508,10 @@ void Converter::convert_layer(const ExpertLayer& l, LayerReport* rep, Progress& 
         crcs[(size_t)e] = h.crc32;
         uint8_t* p = rec.data();
         for (uint64_t n = g.stride, off = (uint64_t)e * g.stride; n > 0;) {
-          ssize_t w = ::pwrite(fd, p, n, (off_t)off);
-          if (w < 0 && errno == EINTR) continue;
-          if (w <= 0) fail<IoError>("{}: write failed: {}", tmp.string(), std::strerror(errno));
-          p += w, n -= (uint64_t)w, off += (uint64_t)w;
+          ssize_t put = ::pwrite(fd, p, n, (off_t)off);
+          if (put < 0 && errno == EINTR) continue;
+          if (put <= 0) fail<IoError>("{}: write failed: {}", tmp.string(), std::strerror(errno));
+          p += put, n -= (uint64_t)put, off += (uint64_t)put;
         }
         hook("expert");
         pg.add(vectors_per_expert(), fmt::format("layer {} expert {}/{}", l.layer, e + 1, E));

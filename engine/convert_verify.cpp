@@ -110,7 +110,7 @@ DeepReport verify_deep(const Container& c, Checkpoint* src, int threads) {
             if (src) {
               std::string name = expert_tensor_name(man.tensor_prefix, layer, (int)e, k);
               int64_t rows = 0, cols = 0;
-              ref = src->read_all(name, &rows, &cols);
+              src->read_all(name, &ref, &rows, &cols);
               if (rows != m.rows || cols != m.nv * kVqDim)
                 fail("{}: source {} is {}x{}, the record {}x{}", where, name, rows, cols, m.rows,
                      m.nv * kVqDim);

@@ -389,16 +389,16 @@ void Checkpoint::read_rows(std::string_view name, int64_t r0, int64_t r1, float*
                      out + (r - r0) * cols, what, r);
 }
 
-std::vector<float> Checkpoint::read_all(std::string_view name, int64_t* rows, int64_t* cols) {
+void Checkpoint::read_all(std::string_view name, std::vector<float>* out, int64_t* rows,
+                          int64_t* cols) {
   std::vector<int64_t> s = shape(name);
   int64_t c = s.empty() ? 1 : s.back(), n = 1;
   for (int64_t d : s) n *= d;
   int64_t r = c ? n / c : 0;
-  std::vector<float> out((size_t)n);
-  read_rows(name, 0, r, out.data());
+  out->resize((size_t)n);
+  read_rows(name, 0, r, out->data());
   if (rows) *rows = r;
   if (cols) *cols = c;
-  return out;
 }
 
 }  // namespace waste

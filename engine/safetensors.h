@@ -105,8 +105,10 @@ class Checkpoint {
   void read_rows(std::string_view name, int64_t r0, int64_t r1, float* out);
   // Elements [first, first + n) of a plain (BF16, F16, F32) tensor in row-major order, as f32.
   void read_elements(std::string_view name, int64_t first, int64_t n, float* out);
-  // The whole tensor as f32; rows/cols as in read_rows.
-  std::vector<float> read_all(std::string_view name, int64_t* rows, int64_t* cols);
+  // The whole tensor as f32 into *out (resized; a caller reading many tensors keeps one vector,
+  // so each read reuses its pages instead of faulting in fresh zeroed ones); rows/cols as in
+  // read_rows.
+  void read_all(std::string_view name, std::vector<float>* out, int64_t* rows, int64_t* cols);
 
   // The shard's parsed header (opened once; thread-safe).
   const SafetensorsFile& shard(const std::string& file);
