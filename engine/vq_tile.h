@@ -2,7 +2,7 @@
 // position in groups of 8, dimension-major ([group][d][lane]), the layout of the search kernels
 // and of an index block. The AVX2 versions perform the portable ones' float and double
 // operations element by element in the same order, so every result is the same bit for bit
-// (tests compare them); encode_matrix takes the fastest this CPU runs.
+// (tests compare them); tile_ops picks the fastest the instruction set and CPU allow.
 #pragma once
 
 #include <cstdint>
