@@ -50,6 +50,21 @@ void assign_all(const std::vector<float>& soa, const float* book, const float* n
     run(0, groups);
 }
 
+// amax of one row, at least 1e-8. Eight independent running maxima instead of one serial chain:
+// max is exact and skips NaN either way, so the result is the same, without a compare latency
+// per element.
+float row_amax(const float* row, int64_t cols) {
+  float lane[8];
+  std::fill(lane, lane + 8, 1e-8f);
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8)
+    for (int l = 0; l < 8; l++) lane[l] = std::max(lane[l], std::fabs(row[j + l]));
+  for (; j < cols; j++) lane[0] = std::max(lane[0], std::fabs(row[j]));
+  float amax = 1e-8f;
+  for (float m : lane) amax = std::max(amax, m);
+  return amax;
+}
+
 // Rounds to what codebooks.bin stores and the engine decodes: f16, subnormals flushed to zero.
 float stored_value(float v) {
   return f16_to_f32_flush(f32_to_f16(v));
@@ -220,25 +235,6 @@ uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   }
   return h;
 }
-
-namespace {
-
-// amax of one row, at least 1e-8. Eight independent running maxima instead of one serial chain:
-// max is exact and skips NaN either way, so the result is the same, without a compare latency
-// per element.
-float row_amax(const float* row, int64_t cols) {
-  float lane[8];
-  std::fill(lane, lane + 8, 1e-8f);
-  int64_t j = 0;
-  for (; j + 8 <= cols; j += 8)
-    for (int l = 0; l < 8; l++) lane[l] = std::max(lane[l], std::fabs(row[j + l]));
-  for (; j < cols; j++) lane[0] = std::max(lane[0], std::fabs(row[j]));
-  float amax = 1e-8f;
-  for (float m : lane) amax = std::max(amax, m);
-  return amax;
-}
-
-}  // namespace
 
 void normalize_rows(const float* w, int64_t rows, int64_t cols, float* x, float* scale) {
   for (int64_t r = 0; r < rows; r++) {

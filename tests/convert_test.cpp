@@ -828,18 +828,33 @@ TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnManyRandomBatches) {
   }
 }
 
+// A Gaussian matrix as an expert holds, its rows normalized as the converter does, and books
+// trained on them (scalar kernel, `iters` Lloyd iterations).
+struct GaussianExpert {
+  std::vector<float> w, x;
+  KindBooks books;
+};
+GaussianExpert gaussian_expert(Rng& r, int64_t rows, int64_t cols, int iters) {
+  GaussianExpert g;
+  g.w.resize((size_t)(rows * cols));
+  g.x.resize(g.w.size());
+  std::vector<float> scale((size_t)rows);
+  for (float& v : g.w) v = gauss(r) * 0.02f;
+  normalize_rows(g.w.data(), rows, cols, g.x.data(), scale.data());
+  VqRecipe rec;
+  rec.iters = iters;
+  g.books = train_books(g.x, rec, 1, Isa::kScalar, nullptr, "test");
+  return g;
+}
+
 // Real books: train_books on Gaussian rows (normalized as the converter does), then each stage's
 // kernels against the residuals the scalar indices leave.
 TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnTrainedBooksAndResiduals) {
   Rng r(9);
   const int64_t rows = 256, cols = 256, n = rows * cols / 8;
-  std::vector<float> w((size_t)(rows * cols)), x(w.size()), scale((size_t)rows);
-  for (float& v : w) v = gauss(r) * 0.02f;
-  normalize_rows(w.data(), rows, cols, x.data(), scale.data());
-  VqRecipe rec;
-  rec.iters = 4;
-  KindBooks kb = train_books(x, rec, 1, Isa::kScalar, nullptr, "test");
-  std::vector<float> res = x, xs((size_t)n * 8);
+  GaussianExpert g = gaussian_expert(r, rows, cols, 4);
+  const KindBooks& kb = g.books;
+  std::vector<float> res = g.x, xs((size_t)n * 8);
   for (int s = 0; s < kb.stages; s++) {
     for (int64_t i = 0; i < n; i++)  // to groups of 8, dimension-major
       for (int d = 0; d < 8; d++)
@@ -897,12 +912,9 @@ TEST_F(ConvertTest, TileOpsAgreeWithPortable) {
   }
   // Whole encodes: the same bytes and the same error report with either tile work.
   const int64_t rows = 100, wc = 64;
-  std::vector<float> m((size_t)(rows * wc)), x(m.size()), sc((size_t)rows);
-  for (float& v : m) v = gauss(r) * 0.02f;
-  normalize_rows(m.data(), rows, wc, x.data(), sc.data());
-  VqRecipe rec;
-  rec.iters = 2;
-  KindBooks kb = train_books(x, rec, 1, Isa::kScalar, nullptr, "test");
+  GaussianExpert g = gaussian_expert(r, rows, wc, 2);
+  const std::vector<float>& m = g.w;
+  const KindBooks& kb = g.books;
   const size_t nidx = 128 * wc / 8 * 3;
   std::vector<uint8_t> ia(nidx), ib(nidx);
   std::vector<uint16_t> ca((size_t)rows), cb((size_t)rows);
