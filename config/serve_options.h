@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "config/engine_options.h"
+
 namespace waste {
 
 struct ServeOptions {
@@ -15,12 +17,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
-  std::optional<uint64_t> budget;  // bytes; unset: the planner's default
-  int64_t ctx = 4096;
-  int threads = 0;
-  int chunk = 64;
-  int lookahead = 6;
-  int io_threads = 4;
+  EngineOptions engine;           // budget, ctx, threads, chunk, lookahead, I/O, policy, verify
   size_t queue = 16;              // waiting requests beyond the running one
   uint64_t max_body = 32u << 20;  // request body bytes
   int64_t max_tokens = 0;         // cap on max_tokens (0: the context is the cap)
@@ -40,14 +37,12 @@ struct ServeOptions {
 };
 
 // The table of options, for --help and the docs: flag, env, config key, description.
-struct OptionDoc {
-  std::string flag, env, key, help;
-};
 const std::vector<OptionDoc>& serve_option_docs();
 
 // Applies the sources in order. `args` are the words after "serve"; `env` maps variable names to
-// values (the caller passes the process environment). Throws UsageError naming the option, the
-// source and the problem.
+// values (the caller passes the process environment). A boolean option given alone on the
+// command line (`--verify`) is true; it also takes a value (`--verify=false`, `--verify off`).
+// Throws UsageError naming the option, the source and the problem.
 ServeOptions load_serve_options(const std::vector<std::string>& args,
                                 const std::map<std::string, std::string>& env);
 

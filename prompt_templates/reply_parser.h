@@ -13,8 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/rng.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace waste {
 
@@ -71,44 +70,24 @@ class ReplyParser {
   ParsedReply reply_;
 };
 
-struct K3ReplyOptions {
-  // Whether the prompt ended inside the think channel (k3_thinking), else inside response.
-  bool thinking = true;
-};
+// The id of a special token the parser needs; FormatError naming it when the tokenizer has none.
+TokenId require_special(const Tokenizer& tok, std::string_view text);
 
-// K3's XTML reply (k3-release.md §5.9, §6). The think channel gives reasoning, the response
-// channel content, and each tools/call element one tool call whose typed arguments are turned
-// back into a JSON object (Python's json.dumps style, non-ASCII kept): a `string` argument (or
-// one with no type) is its raw text; any other type is its text read as JSON, else that text as
-// a string. A raw `json` element inside a call gives the arguments verbatim. Calls without a
-// `tool` name are dropped. Ids are "call_" + 24 letters and digits drawn from `rng`.
-// Arguments stream: a string value as it arrives, other values when their element closes.
-// Special tokens other than the four markers carry no text and are dropped.
-class K3ReplyParser final : public ReplyParser {
+// A reply that is all content (Kimi-Linear, the raw family, plain completions): text up to one
+// of `end_ids`, decoded in whole UTF-8 characters. Special tokens other than the ends are
+// dropped unless `keep_specials` (a completion shows what the model wrote).
+class TextReplyParser : public ReplyParser {
  public:
-  // Throws FormatError if the tokenizer lacks one of K3's markers.
-  K3ReplyParser(const Tokenizer& tok, const K3ReplyOptions& options, Rng rng);
-  ~K3ReplyParser() override;
+  TextReplyParser(const Tokenizer& tok, std::vector<TokenId> end_ids, bool keep_specials = false);
   std::vector<ReplyEvent> push(TokenId id) override;
   std::vector<ReplyEvent> finish() override;
 
  private:
-  class State;
-  std::unique_ptr<State> state_;
-};
+  void end(bool end_of_message, std::vector<ReplyEvent>& out);
 
-// Kimi-Linear: everything up to <|im_end|> is content. Its tool-call format is not documented
-// (k3-release.md §3, §8), so no tool calls are read; other special tokens are dropped.
-class KimiLinearReplyParser final : public ReplyParser {
- public:
-  // `end_id` defaults to the tokenizer's <|im_end|>; throws FormatError if there is none.
-  explicit KimiLinearReplyParser(const Tokenizer& tok, std::optional<TokenId> end_id = {});
-  std::vector<ReplyEvent> push(TokenId id) override;
-  std::vector<ReplyEvent> finish() override;
-
- private:
   const Tokenizer* tok_;
-  TokenId end_id_;
+  std::vector<TokenId> end_ids_;
+  bool keep_specials_;
   StreamDecoder decoder_;
 };
 

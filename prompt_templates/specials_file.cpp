@@ -1,8 +1,8 @@
 #include "prompt_templates/specials_file.h"
 
-#include "engine/container.h"
-#include "engine/error.h"
-#include "prompt_templates/python_json.h"
+#include "engine/base/error.h"
+#include "engine/base/file_read.h"
+#include "protocol/json/python_json.h"
 
 namespace waste {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "engine/base64.h"
-#include "engine/error.h"
+#include "engine/base/base64.h"
+#include "engine/base/error.h"
 
 namespace waste {
 

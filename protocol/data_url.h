@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/base64.h"
+#include "engine/base/base64.h"
 
 namespace waste {
 

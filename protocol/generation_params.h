@@ -1,43 +1,24 @@
-// The generation options of an OpenAI chat or completions request: sampling, limits, stops and
-// streaming. Parsed from the untrusted body; every bad field is an ApiError naming it.
+// How a reply is to be generated, whatever API asked for it: sampling, limits, stop strings and
+// streaming. Each API's parser fills it from its own field names.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "engine/model/sampler.h"
 
 namespace waste {
 
 struct GenerationParams {
-  std::string model;
+  std::string model;  // the model the client named; empty when it named none
   SamplerParams sampler;
-  std::optional<int64_t> max_tokens;  // max_completion_tokens, else max_tokens
-  std::vector<std::string> stop;      // up to 4 strings
+  std::optional<int64_t> max_tokens;  // unset: the server's default
+  std::vector<std::string> stop;      // stop strings, each non-empty
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;  // a final usage chunk in a stream
   bool parallel_tool_calls = true;
-  bool logprobs = false;
 };
-
-struct LimitsForParams {
-  int vocab = 0;
-  int64_t max_tokens_cap = 0;  // 0 = no cap beyond the context
-};
-
-// Reads the fields shared by /v1/chat/completions and /v1/completions. Unknown fields are
-// ignored (clients send many); n other than 1 is refused.
-GenerationParams parse_generation_params(std::string_view body, const LimitsForParams& limits);
-
-// /v1/completions: the prompt as text or as token ids (a string, a list of one string, or a list
-// of ids). Throws ApiError naming `prompt`.
-struct CompletionPrompt {
-  std::optional<std::string> text;
-  std::vector<int32_t> ids;
-};
-CompletionPrompt parse_completion_prompt(std::string_view body, int vocab);
 
 }  // namespace waste

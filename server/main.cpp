@@ -4,8 +4,8 @@
 #include <exception>
 #include <string>
 
-#include "server/cli_args.h"
-#include "server/cli_commands.h"
+#include "server/cli/args.h"
+#include "server/cli/commands.h"
 
 namespace {
 

@@ -4,22 +4,41 @@
 
 #include <future>
 
-#include "server/api.h"
-#include "server/http.h"
+#include "server/api/api.h"
+#include "server/http/http.h"
 #include "tests/http_client.h"
 
 namespace waste {
 namespace {
 
+// The routes on a loopback port, for a model that does not exist.
+struct Served {
+  Served() : server(options()), api(serve_options()) {
+    api.register_routes(server);
+    server.start();
+  }
+  ~Served() {
+    server.stop();
+    server.wait();
+  }
+  static http::Options options() {
+    http::Options ho;
+    ho.port = 0;
+    ho.error_format = api_error_body;
+    return ho;
+  }
+  static ServeOptions serve_options() {
+    ServeOptions so;
+    so.model = "/nonexistent.waste";
+    return so;
+  }
+  http::Server server;
+  Api api;
+};
+
 TEST(Api, ReportsLoadingAndRefusesWorkUntilReady) {
-  http::Options ho;
-  ho.port = 0;
-  http::Server server(ho);
-  ServeOptions so;
-  so.model = "/nonexistent.waste";
-  Api api(so);  // never asked to load
-  api.register_routes(server);
-  server.start();
+  Served s;  // never asked to load
+  http::Server& server = s.server;
   test::HttpResponse h = test::http_request(server.port(), "GET", "/health");
   EXPECT_EQ(h.status, 503);
   EXPECT_NE(h.body.find("\"status\":\"loading\""), std::string::npos) << h.body;
@@ -33,21 +52,13 @@ TEST(Api, ReportsLoadingAndRefusesWorkUntilReady) {
   test::HttpResponse metrics = test::http_request(server.port(), "GET", "/metrics");
   EXPECT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.body.find("waste_ready 0"), std::string::npos) << metrics.body;
-  server.stop();
-  server.wait();
 }
 
 TEST(Api, AFailedLoadIsReportedByHealth) {
-  http::Options ho;
-  ho.port = 0;
-  http::Server server(ho);
-  ServeOptions so;
-  so.model = "/nonexistent.waste";
-  Api api(so);
-  api.register_routes(server);
-  server.start();
+  Served s;
+  http::Server& server = s.server;
   std::promise<std::string> failed;
-  api.start_loading([&](const std::string& why) { failed.set_value(why); });
+  s.api.start_loading([&](const std::string& why) { failed.set_value(why); });
   auto f = failed.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_NE(f.get().find("/nonexistent.waste"), std::string::npos);
@@ -55,8 +66,6 @@ TEST(Api, AFailedLoadIsReportedByHealth) {
   EXPECT_EQ(h.status, 503);
   EXPECT_NE(h.body.find("\"status\":\"error\""), std::string::npos) << h.body;
   EXPECT_NE(h.body.find("not a container directory"), std::string::npos) << h.body;
-  server.stop();
-  server.wait();
 }
 
 }  // namespace

@@ -2,9 +2,9 @@
 // and the engine's default policy is the best one measured where the cache is scarce.
 #include <gtest/gtest.h>
 
-#include "engine/cache_sim.h"
-#include "engine/error.h"
-#include "engine/expert_store.h"
+#include "engine/base/error.h"
+#include "engine/experts/cache_sim.h"
+#include "engine/experts/expert_store.h"
 #include "tests/test_util.h"
 
 namespace waste {

@@ -6,13 +6,14 @@
 #include <fstream>
 #include <random>
 
-#include "engine/rng.h"
-#include "protocol/constraint_walk.h"
-#include "protocol/json_schema.h"
-#include "protocol/json_writer.h"
-#include "protocol/regex_dfa.h"
-#include "protocol/token_constraint.h"
-#include "server/structured_output.h"
+#include "engine/base/rng.h"
+#include "prompt_templates/k3/k3_reply_grammar.h"
+#include "prompt_templates/reply_grammar.h"
+#include "protocol/constraint/constraint_walk.h"
+#include "protocol/constraint/json_schema.h"
+#include "protocol/constraint/regex_dfa.h"
+#include "protocol/constraint/token_constraint.h"
+#include "protocol/json/json_writer.h"
 #include "tests/schema_corpus.h"
 #include "tests/test_util.h"
 
@@ -221,11 +222,12 @@ TEST(Constraint, UnsupportedKeywordsAreRefusedByName) {
 }
 
 // K3 tool-call arguments come out in the XTML argument form the reply parser reads back.
-TEST(Constraint, XtmlArgumentsFollowTheToolSchema) {
+TEST(Constraint, K3TypedArgumentsFollowTheToolSchema) {
   auto g = std::make_shared<Grammar>();
-  int args = compile_xtml_arguments(
+  int args = compile_typed_arguments(
       *g,
-      R"({"type":"object","properties":{"city":{"type":"string","maxLength":6},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"]})");
+      R"({"type":"object","properties":{"city":{"type":"string","maxLength":6},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"]})",
+      k3_argument_spelling());
   g->root = g->seq({args, g->literal("<|close|>call<|sep|>")});
   const TokenIndex& index = k3_index();
   const Tokenizer& tok = test::k3_tokenizer();

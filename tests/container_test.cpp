@@ -6,12 +6,12 @@
 #include <fstream>
 #include <regex>
 
-#include "engine/container.h"
-#include "engine/crc32.h"
-#include "engine/error.h"
-#include "engine/expert_record.h"
-#include "engine/model_info.h"
-#include "engine/synth.h"
+#include "engine/base/crc32.h"
+#include "engine/base/error.h"
+#include "engine/format/container.h"
+#include "engine/format/expert_record.h"
+#include "engine/model/model_info.h"
+#include "engine/synth/synth.h"
 #include "tests/test_util.h"
 
 namespace waste {

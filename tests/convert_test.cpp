@@ -12,23 +12,23 @@
 #include <map>
 #include <mutex>
 
-#include "engine/container.h"
-#include "engine/convert.h"
-#include "engine/convert_plan.h"
-#include "engine/convert_verify.h"
-#include "engine/error.h"
-#include "engine/expert_record.h"
-#include "engine/f16.h"
-#include "engine/model.h"
-#include "engine/mxfp4.h"
-#include "engine/rng.h"
-#include "engine/safetensors.h"
-#include "engine/stopwatch.h"
-#include "engine/synth_tokenizer.h"
-#include "engine/tensor_specs.h"
-#include "engine/thread_pool.h"
-#include "engine/vq_encode.h"
-#include "engine/vq_tile.h"
+#include "engine/base/error.h"
+#include "engine/base/f16.h"
+#include "engine/base/rng.h"
+#include "engine/base/stopwatch.h"
+#include "engine/base/thread_pool.h"
+#include "engine/convert/convert.h"
+#include "engine/convert/convert_plan.h"
+#include "engine/convert/convert_verify.h"
+#include "engine/convert/mxfp4.h"
+#include "engine/convert/safetensors.h"
+#include "engine/convert/vq_encode.h"
+#include "engine/convert/vq_tile.h"
+#include "engine/format/container.h"
+#include "engine/format/expert_record.h"
+#include "engine/format/tensor_specs.h"
+#include "engine/model/model.h"
+#include "engine/synth/synth_tokenizer.h"
 #include "prompt_templates/specials_file.h"
 #include "tests/test_util.h"
 
@@ -300,7 +300,7 @@ class ConvertTest : public ::testing::Test {
 };
 test::TempDir* ConvertTest::dir_ = nullptr;
 
-// Every trunk tensor against its source: F32 bit-exact; Q8G/Q4G within the converter doc §7.2
+// Every trunk tensor against its source: F32 bit-exact; Q8G/Q4G within the docs/CONVERTER.md §7.2
 // bound per element.
 void check_trunk(const Container& c, Checkpoint& ck, std::map<std::string, int>* formats) {
   std::string trunk = test::read_file(c.dir() / "trunk.bin");
@@ -377,7 +377,7 @@ TEST_F(ConvertTest, KimiLinearConvertsAndRuns) {
   EXPECT_LT(sp.find("1000"), sp.find("1001"));  // sorted by id
 }
 
-// Trunk bytes equal what the original converter's arithmetic gives (converter doc §1.4,
+// Trunk bytes equal what the original converter's arithmetic gives (docs/CONVERTER.md §1.4,
 // measured there to match convert.py), re-derived by an independent numpy script.
 TEST_F(ConvertTest, TrunkBytesMatchTheOriginalConverterArithmetic) {
   fs::path k3 = dir_->path() / "k3-trunk";

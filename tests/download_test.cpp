@@ -30,7 +30,7 @@
 
 #include <fmt/format.h>
 
-#include "server/hub_client.h"
+#include "server/hub/hub_client.h"
 #include "tests/test_util.h"
 
 namespace waste {

@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/container.h"
-#include "engine/error.h"
-#include "engine/expert_store.h"
-#include "engine/synth.h"
+#include "engine/base/error.h"
+#include "engine/experts/expert_store.h"
+#include "engine/format/container.h"
+#include "engine/synth/synth.h"
 #include "tests/test_util.h"
 
 namespace waste {

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "engine/container.h"
-#include "engine/error.h"
-#include "engine/model.h"
-#include "engine/synth.h"
+#include "engine/base/error.h"
+#include "engine/format/container.h"
+#include "engine/model/model.h"
+#include "engine/synth/synth.h"
 #include "tests/test_util.h"
 
 namespace waste {

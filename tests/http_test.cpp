@@ -1,4 +1,4 @@
-// The HTTP layer (server/http.h) driven over real sockets on 127.0.0.1: routing, limits, auth,
+// The HTTP layer (server/http/http.h) driven over real sockets on 127.0.0.1: routing, limits, auth,
 // CORS, server-sent events written from other threads, disconnects, keep-alive and stop().
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -22,7 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "server/http.h"
+#include "protocol/openai/error.h"
+#include "server/http/http.h"
 
 namespace waste::http {
 namespace {
@@ -186,6 +187,9 @@ class HttpTest : public ::testing::Test {
     o.host = "127.0.0.1";
     o.port = 0;
     o.io_threads = 2;
+    o.error_format = [](const std::string&, const Refusal& r) {
+      return openai_refusal_body(r.status, r.message, r.code);
+    };
     return o;
   }
 
@@ -778,14 +782,6 @@ TEST_F(HttpTest, HostNamesResolveLocally) {
   Client c(s.port());
   ASSERT_TRUE(c.connected());
   EXPECT_EQ(status_of(c.request("GET", "/nothing")), 404);
-}
-
-TEST(HttpErrorBody, OpenAiShape) {
-  EXPECT_EQ(error_body("bad \"x\"", "invalid_request_error", "temperature", "c1"),
-            R"({"error":{"message":"bad \"x\"","type":"invalid_request_error",)"
-            R"("param":"temperature","code":"c1"}})");
-  EXPECT_EQ(error_body("m", "server_error"),
-            R"({"error":{"message":"m","type":"server_error","param":null,"code":null}})");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Image decoding and the release's preprocessing: the NaViT size rule against the worked values
-// of docs/vision.md §1.3 and k3-release.md §7, byte equality with Pillow (the release's library)
+// of docs/VISION.md §3 and §7.1, byte equality with Pillow (the release's library)
 // on generated images of every mode, the tensor layout, and every refusal of an untrusted file.
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <map>
 #include <sstream>
 
-#include "engine/crc32.h"
-#include "engine/error.h"
-#include "engine/image_decode.h"
-#include "engine/image_preprocess.h"
+#include "engine/base/crc32.h"
+#include "engine/base/error.h"
+#include "engine/vision/image_decode.h"
+#include "engine/vision/image_preprocess.h"
 #include "tests/test_util.h"
 
 namespace waste {
@@ -36,7 +36,7 @@ SizeRule limit(int max_patches, bool hard = false) {
 }
 
 TEST(SizeRule, ReleaseWorkedValues) {
-  // vision.md §1.3, release column (limit 65536); k3-release.md §7 lists the same tokens.
+  // docs/VISION.md §3.2 and §3.4, release column (limit 65536); §7.1 lists the same tokens.
   const Worked cases[] = {
       {1, 1, 2, 2, 1},
       {100, 100, 8, 8, 16},
@@ -83,7 +83,7 @@ TEST(SizeRule, ReleaseRuleAtLimit1024) {
 }
 
 TEST(SizeRule, SoftLimitWorstCasesAndSquares) {
-  // vision.md §1.3: the soft limit's worst case up to 9000², and a square.
+  // docs/VISION.md §3.2–§3.4: the soft limit's worst case up to 9000², and a square.
   TargetSize t = target_size(1889, 7377);
   EXPECT_EQ(t.resized_w, 1821);
   EXPECT_EQ(t.resized_h, 7113);
@@ -594,7 +594,8 @@ TEST(ImagePillow, ResizedBytesEqualPillowForEveryLosslessMode) {
 
 TEST(ImagePillow, JpegIsWithinThreeLevelsOfPillow) {
   if (!have_pillow()) GTEST_SKIP() << "/usr/bin/python3 with PIL and numpy is not installed";
-  // stb's IDCT is not libjpeg-turbo's (vision.md §1.2): sizes and tokens match, bytes nearly.
+  // stb's IDCT is not libjpeg-turbo's (docs/VISION.md §2.2–§2.4): sizes and tokens match, bytes
+  // nearly.
   const std::vector<Case> cases = {{"jpeg", "jpeg", "RGB", 320, 240, 64},
                                    {"jpeg_gray", "jpeg", "L", 200, 300, 64}};
   test::TempDir dir;

@@ -1,6 +1,6 @@
 // K3's XTML rendering against the release's encoder (render_golden.json, exact segments and token
-// ids), the revision-a590ce09 rules of k3-release.md §5 case by case, the OpenAI body parser's
-// refusals, and Kimi-Linear's K2-style format and raw mode.
+// ids), the revision-a590ce09 rules of docs/PROMPT_FORMAT.md §2 case by case, the OpenAI body
+// parser's refusals, and Kimi-Linear's K2-style format and raw mode.
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -8,17 +8,24 @@
 #include <string>
 #include <vector>
 
-#include "engine/container.h"
-#include "engine/error.h"
-#include "engine/tokenizer.h"
-#include "prompt_templates/k3_template.h"
-#include "prompt_templates/kimi_linear_template.h"
-#include "prompt_templates/python_json.h"
+#include "engine/base/error.h"
+#include "engine/format/container.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "prompt_templates/k3/k3_template.h"
+#include "prompt_templates/kimi_linear/kimi_linear_template.h"
+#include "prompt_templates/raw_template.h"
 #include "prompt_templates/segments.h"
+#include "protocol/json/python_json.h"
+#include "protocol/openai/request.h"
 #include "tests/test_util.h"
 
 namespace waste {
 namespace {
+
+// A chat-completions body's conversation, as the daemon parses it.
+Conversation parse_chat(std::string_view body) {
+  return parse_chat_completion(body, {}).conversation;
+}
 
 using Segs = std::vector<Segment>;
 
@@ -30,7 +37,7 @@ const Tokenizer& k3() {
   return test::k3_tokenizer();
 }
 
-// ⟨x⟩ marks markup, as in k3-release.md §5.11: a readable form for comparing whole renders.
+// ⟨x⟩ marks markup, as in docs/PROMPT_FORMAT.md §2.16: a readable form for comparing whole renders.
 std::string show(const Segs& segs) {
   std::string out;
   for (const Segment& s : segs) out += s.is_markup ? "⟨" + s.text + "⟩" : s.text;
@@ -50,7 +57,7 @@ std::string message_end() {
 }
 
 Segs render(std::string_view body, const K3RenderOptions& opt = {}) {
-  return render_k3(parse_chat_request(body), opt);
+  return render_k3(parse_chat(body), opt);
 }
 
 // Thinking off and no effort note, so a render is just the conversation and the prompt.
@@ -142,7 +149,7 @@ TEST(K3Golden, DefaultEffortIsMax) {
 }
 
 TEST(K3Golden, SegmentsAreNeverMerged) {
-  // k3-release.md §3: `="_foo"` is three tokens when encoded flat, four as the encoder's
+  // docs/PROMPT_FORMAT.md §1: `="_foo"` is three tokens when encoded flat, four as the encoder's
   // separate segments.
   const Segs segs =
       render(R"({"messages":[{"role":"user","name":"_foo","content":"x"}]})", plain());
@@ -313,13 +320,13 @@ TEST(K3ToolResults, UnmatchedRunStaysAndNamesResolvePositionally) {
 }
 
 TEST(K3ToolResults, ReorderIsIdempotentAndReportsOrigins) {
-  const ChatRequest req = parse_chat_request(results_body(
+  const Conversation req = parse_chat(results_body(
       R"({"role":"tool","tool_call_id":"b","content":"rb"},{"role":"tool","tool_call_id":"a","content":"ra"})"));
   std::vector<std::size_t> origin;
   const std::vector<ChatMessage> once = k3_reorder_tool_results(req.messages, &origin);
   EXPECT_EQ(origin, (std::vector<std::size_t>{0, 1, 3, 2}));
   EXPECT_EQ(once[2].tool, "fa");
-  ChatRequest again = req;
+  Conversation again = req;
   again.messages = once;
   EXPECT_EQ(render_k3(again, plain()), render_k3(req, plain()));
 }
@@ -413,7 +420,7 @@ TEST(K3Notes, ResponseFormats) {
 TEST(K3Thinking, RequestFieldsAndDefaults) {
   const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
   const auto req = [&](std::string_view extra) {
-    return parse_chat_request("{" + msgs + std::string(extra) + "}");
+    return parse_chat("{" + msgs + std::string(extra) + "}");
   };
   EXPECT_FALSE(req("").thinking.has_value());
   EXPECT_EQ(req(R"(,"thinking":false)").thinking, false);
@@ -436,7 +443,7 @@ TEST(K3Thinking, RequestFieldsAndDefaults) {
 }
 
 TEST(K3Thinking, MediumIsRefused) {
-  ChatRequest r = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}]})");
+  Conversation r = parse_chat(R"({"messages":[{"role":"user","content":"x"}]})");
   r.thinking_effort = "medium";
   EXPECT_THROW(render_k3(r), UsageError);
   r.thinking = false;
@@ -449,7 +456,7 @@ TEST(K3Images, PromptsPlaceholdersAndCounts) {
   const std::string body = R"({"messages":[{"role":"user","content":[
       {"type":"image_url","image_url":{"url":"data:a"}},{"type":"text","text":"see <|kimi_image_placeholder|> too"},
       {"type":"image","image":"b.png"}]}]})";
-  EXPECT_EQ(k3_image_refs(parse_chat_request(body)), (std::vector<std::string>{"data:a", "b.png"}));
+  EXPECT_EQ(k3_image_refs(parse_chat(body)), (std::vector<std::string>{"data:a", "b.png"}));
   // Without prompts each image part is the placeholder markup; the needle in text stays text.
   EXPECT_EQ(rendered(body), open("message", " role=\"user\"") +
                                 "⟨<|kimi_image_placeholder|>⟩see <|kimi_image_placeholder|> too"
@@ -470,118 +477,10 @@ TEST(K3Images, PromptsPlaceholdersAndCounts) {
   EXPECT_THROW(render(body, opt), UsageError);
 }
 
-// ---- request parsing -----------------------------------------------------------------------
-
-void expect_refused(std::string_view body, std::string_view field) {
-  try {
-    parse_chat_request(body);
-    ADD_FAILURE() << "accepted: " << body;
-  } catch (const UsageError& e) {
-    EXPECT_TRUE(std::string(e.what()).starts_with(field)) << e.what() << "\nwant field " << field;
-  }
-}
-
-TEST(ChatRequestParse, EveryRefusalNamesItsField) {
-  const std::string user = R"({"role":"user","content":"x"})";
-  expect_refused("not json", "request body");
-  expect_refused("[1]", "request body");
-  expect_refused("{}", "messages");
-  expect_refused(R"({"messages":[]})", "messages");
-  expect_refused(R"({"messages":{}})", "messages");
-  expect_refused(R"({"messages":[1]})", "messages[0]");
-  expect_refused(R"({"messages":[{"content":"x"}]})", "messages[0].role");
-  expect_refused(R"({"messages":[{"role":"robot","content":"x"}]})", "messages[0].role");
-  expect_refused(R"({"messages":[{"role":"user","content":5}]})", "messages[0].content");
-  expect_refused(R"({"messages":[{"role":"user","content":[{"type":"audio"}]}]})",
-                 "messages[0].content[0].type");
-  expect_refused(R"({"messages":[{"role":"user","content":[{"text":"x"}]}]})",
-                 "messages[0].content[0].type");
-  expect_refused(R"({"messages":[{"role":"user","content":["x"]}]})", "messages[0].content[0]");
-  expect_refused(R"({"messages":[{"role":"user","content":[{"type":"text","text":3}]}]})",
-                 "messages[0].content[0].text");
-  expect_refused(R"({"messages":[{"role":"user","content":[{"type":"text"}]}]})",
-                 "messages[0].content[0].text");
-  expect_refused(
-      R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})",
-      "messages[0].content[0].image_url.url");
-  expect_refused(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
-                 "messages[0].content[0].image_url");
-  expect_refused(R"({"messages":[{"role":"user","name":7,"content":"x"}]})", "messages[0].name");
-  expect_refused(
-      R"({"messages":[{"role":"user","content":"x","tool_calls":[{"function":{"name":"f"}}]}]})",
-      "messages[0].tool_calls");
-  expect_refused(R"({"messages":[{"role":"assistant","tool_calls":{}}]})",
-                 "messages[0].tool_calls");
-  expect_refused(
-      R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}]})",
-      "messages[0].tool_calls[0].function.name");
-  expect_refused(
-      R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":[1]}}]}]})",
-      "messages[0].tool_calls[0].function.arguments");
-  expect_refused(R"({"messages":[{"role":"assistant","tool_calls":[{"function":"f"}]}]})",
-                 "messages[0].tool_calls[0].function");
-  expect_refused(R"({"messages":[{"role":"assistant","reasoning_content":1}]})",
-                 "messages[0].reasoning_content");
-  expect_refused(R"({"messages":[{"role":"tool","tool_call_id":1,"content":"x"}]})",
-                 "messages[0].tool_call_id");
-  expect_refused(R"({"messages":[{"role":"system","tools":{}}]})", "messages[0].tools");
-  expect_refused(R"({"messages":[)" + user + R"(],"tools":{}})", "tools");
-  expect_refused(R"({"messages":[)" + user + R"(],"tools":[1]})", "tools[0]");
-  expect_refused(R"({"messages":[)" + user + R"(],"tool_choice":"any"})", "tool_choice");
-  expect_refused(R"({"messages":[)" + user + R"(],"tool_choice":{"type":"function"}})",
-                 "tool_choice.function");
-  expect_refused(
-      R"({"messages":[)" + user + R"(],"tool_choice":{"type":"function","function":{}}})",
-      "tool_choice.function.name");
-  expect_refused(R"({"messages":[)" + user + R"(],"response_format":{"type":"xml"}})",
-                 "response_format.type");
-  expect_refused(R"({"messages":[)" + user + R"(],"response_format":{}})", "response_format.type");
-  expect_refused(R"({"messages":[)" + user + R"(],"response_format":3})", "response_format");
-  expect_refused(R"({"messages":[)" + user + R"(],"thinking":"yes"})", "thinking");
-  expect_refused(R"({"messages":[)" + user + R"(],"thinking":{"type":"on"}})", "thinking.type");
-  expect_refused(R"({"messages":[)" + user + R"(],"enable_thinking":1})", "enable_thinking");
-  expect_refused(R"({"messages":[)" + user + R"(],"chat_template_kwargs":[]})",
-                 "chat_template_kwargs");
-  expect_refused(R"({"messages":[)" + user + R"(],"chat_template_kwargs":{"thinking":"no"}})",
-                 "chat_template_kwargs.thinking");
-  expect_refused(R"({"messages":[)" + user + R"(],"reasoning_effort":"medium"})",
-                 "reasoning_effort");
-  expect_refused(R"({"messages":[)" + user + R"(],"thinking_effort":"extreme"})",
-                 "thinking_effort");
-  expect_refused(R"({"messages":[)" + user + R"(],"reasoning_effort":3})", "reasoning_effort");
-  expect_refused(R"({"messages":[)" + user + R"(],"reasoning":{"effort":"medium"}})",
-                 "reasoning.effort");
-}
-
-TEST(ChatRequestParse, AcceptsAndIgnoresOtherFields) {
-  const ChatRequest r = parse_chat_request(R"({"model":"k3","stream":true,"temperature":0.7,
-      "top_p":0.9,"max_tokens":10,"max_completion_tokens":11,"stop":["x"],"seed":-1,"n":1,
-      "logprobs":false,"user":"u","parallel_tool_calls":true,"stream_options":{"include_usage":true},
-      "tools":null,"tool_choice":null,"response_format":null,"frequency_penalty":0,
-      "messages":[{"role":"user","content":"hi","extra":1},
-                  {"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"i","type":"function","function":{"name":"f","arguments":"{}"}}]},
-                  {"role":"tool","id":"i","content":[{"type":"text","text":"r"}]}]})");
-  ASSERT_EQ(r.messages.size(), 3u);
-  EXPECT_EQ(std::get<std::string>(r.messages[0].content), "hi");
-  EXPECT_TRUE(std::holds_alternative<std::monostate>(r.messages[1].content));
-  EXPECT_EQ(r.messages[1].tool_calls[0].form, ToolCall::ArgumentsForm::kString);
-  EXPECT_EQ(r.messages[2].tool_call_id, "i");  // `id` stands in for tool_call_id
-  EXPECT_EQ(r.tool_choice.kind, ToolChoice::Kind::kAuto);
-  EXPECT_EQ(r.response_format.kind, ResponseFormat::Kind::kText);
-}
-
-TEST(ChatRequestParse, ToolsKeepTheirJsonForPythonDumping) {
-  const ChatRequest r = parse_chat_request(
-      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"é","n":1E2,"big":18446744073709551615}}]})");
-  ASSERT_EQ(r.tools.size(), 1u);
-  EXPECT_EQ(r.tools[0],
-            R"({"type":"function","function":{"name":"é","n":100.0,"big":18446744073709551615}})");
-}
-
 // ---- Kimi-Linear and raw -------------------------------------------------------------------
 
 TEST(KimiLinearTemplate, K2StyleTurns) {
-  const ChatRequest r = parse_chat_request(R"({"messages":[
+  const Conversation r = parse_chat(R"({"messages":[
       {"role":"system","content":"S"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
       {"role":"assistant","reasoning_content":"hidden","content":"A"},{"role":"user","content":"<|im_end|>"}],
       "thinking":true,"response_format":{"type":"json_object"}})");
@@ -601,18 +500,19 @@ TEST(KimiLinearTemplate, K2StyleTurns) {
 TEST(KimiLinearTemplate, RefusesWhatItCannotCarry) {
   const std::string user = R"({"role":"user","content":"x"})";
   for (const std::string& body : std::vector<std::string>{
-           R"({"messages":[)" + user + R"(],"tools":[{"type":"function"}]})",
+           R"({"messages":[)" + user +
+               R"(],"tools":[{"type":"function","function":{"name":"f"}}]})",
            R"({"messages":[)" + user + R"(],"tool_choice":"required"})",
            R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f"}}]}]})",
            R"({"messages":[{"role":"tool","content":"r"}]})",
            R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":"u"}]}]})",
        }) {
-    EXPECT_THROW(render_kimi_linear(parse_chat_request(body)), UsageError) << body;
+    EXPECT_THROW(render_kimi_linear(parse_chat(body)), UsageError) << body;
   }
 }
 
 TEST(RawTemplate, OneTextSegment) {
-  const ChatRequest r = parse_chat_request(
+  const Conversation r = parse_chat(
       R"({"messages":[{"role":"system","content":"a<|open|>"},{"role":"user","content":[{"type":"text","text":"b"}]},{"role":"assistant","content":null}]})");
   EXPECT_EQ(render_raw(r), (Segs{{"a<|open|>b", false}}));
 }

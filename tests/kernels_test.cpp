@@ -1,7 +1,7 @@
 // The numeric kernels: the scalar reference against double-precision dequantize-and-dot and
 // hand-computed layouts, every SIMD table this CPU runs against the reference, matmul against
 // matvec bit for bit, the f16 scale decode, and the WASTE_ISA choice.
-#include "engine/kernels.h"
+#include "engine/kernels/kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
-#include "engine/f16.h"
+#include "engine/base/error.h"
+#include "engine/base/f16.h"
 
 namespace waste {
 namespace {
@@ -71,7 +71,7 @@ struct TestMatrix {
   }
 };
 
-// Packs codes per the format doc: Q8G one int8 per input, Q4G code q+8 with the even input in
+// Packs codes per docs/FORMAT.md §3.2: Q8G one int8 per input, Q4G code q+8 with the even input in
 // the low nibble; rows padded with zero bytes to whole groups.
 void pack(TestMatrix* m) {
   int64_t rb = m->view().row_bytes();
@@ -220,7 +220,7 @@ struct TestVq {
   std::vector<std::vector<float>> books;  // [stage] -> [8][entries]
   std::vector<const float*> book_ptrs;
   std::vector<uint8_t> logical;  // [row][v][stage]
-  std::vector<uint8_t> idx;      // blocked per the format doc
+  std::vector<uint8_t> idx;      // blocked per docs/FORMAT.md §4.4
   std::vector<uint16_t> scales;
 
   VqBooks view_books() const { return VqBooks{book_ptrs.data(), stages, entries}; }

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/rng.h"
+#include "engine/base/rng.h"
 
 namespace waste::test {
 

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "engine/error.h"
-#include "prompt_templates/python_json.h"
+#include "engine/base/error.h"
+#include "protocol/json/python_json.h"
 
 namespace waste {
 namespace {

@@ -1,8 +1,8 @@
 // The RAM planner's budget rules and the cgroup limits it honours.
 #include <gtest/gtest.h>
 
-#include "engine/error.h"
-#include "engine/ram_budget.h"
+#include "engine/base/error.h"
+#include "engine/experts/ram_budget.h"
 #include "tests/test_util.h"
 
 namespace waste {

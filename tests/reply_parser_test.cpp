@@ -10,13 +10,16 @@
 #include <string>
 #include <vector>
 
-#include "engine/container.h"
-#include "engine/error.h"
-#include "engine/pretokenizer.h"
-#include "engine/tokenizer.h"
-#include "prompt_templates/k3_template.h"
-#include "prompt_templates/python_json.h"
+#include "engine/base/error.h"
+#include "engine/format/container.h"
+#include "engine/tokenizer/pretokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "prompt_templates/k3/k3_reply_parser.h"
+#include "prompt_templates/k3/k3_template.h"
+#include "prompt_templates/kimi_linear/kimi_linear_reply_parser.h"
 #include "prompt_templates/reply_parser.h"
+#include "protocol/json/python_json.h"
+#include "protocol/openai/request.h"
 #include "tests/test_util.h"
 
 namespace waste {
@@ -33,7 +36,8 @@ const Tokenizer& k3() {
   return test::k3_tokenizer();
 }
 
-// Kimi-Linear's vocabulary: the same ranks with the K2-family chat tokens (k3-release.md §3).
+// Kimi-Linear's vocabulary: the same ranks with the K2-family chat tokens (docs/PROMPT_FORMAT.md
+// §1).
 const Tokenizer& kimi_linear() {
   static const Tokenizer tok(k3_dir() / "tiktoken.model", {{163584, "[BOS]"},
                                                            {163585, "[EOS]"},
@@ -147,7 +151,7 @@ Ids rendered_reply(std::string_view assistant_json, bool thinking = true) {
   opt.default_thinking = thinking;
   opt.default_effort = "";
   opt.add_generation_prompt = false;
-  const std::vector<Segment> segs = render_k3(parse_chat_request(body), opt);
+  const std::vector<Segment> segs = render_k3(parse_chat_completion(body, {}).conversation, opt);
   std::size_t at = 0;
   while (segs[at].text != "assistant") at++;
   at += 2;  // `"` and <|sep|>

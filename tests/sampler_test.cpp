@@ -2,7 +2,7 @@
 // double-precision softmax, top-k / top-p / min-p keeping exactly the ids they should (ties to the
 // lower id), each penalty moving exactly the right logits by the right amount, logit_bias, the
 // constraint mask, NaN logits, validation messages, and the vector tables agreeing bit for bit.
-#include "engine/sampler.h"
+#include "engine/model/sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 namespace waste {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/rng.h"
+#include "engine/base/rng.h"
 
 namespace waste::test {
 

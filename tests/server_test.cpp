@@ -8,7 +8,7 @@
 #include <list>
 #include <thread>
 
-#include "engine/synth.h"
+#include "engine/synth/synth.h"
 #include "tests/http_client.h"
 #include "tests/test_util.h"
 
@@ -123,6 +123,31 @@ TEST_F(ServerTest, CompletionsModelsHealthAndMetrics) {
        {"waste_ready 1", "waste_requests_total 1", "waste_completion_tokens_total 5",
         "waste_expert_cache_misses_total", "waste_queue_depth 0"})
     EXPECT_NE(mt.body.find(name), std::string::npos) << name << "\n" << mt.body;
+}
+
+// The daemon and `waste run` share one decoder: the same prompt, greedy, ends at the same place
+// with the same text, whether an end token or the context stops it.
+TEST_F(ServerTest, CompletionsAndWasteRunEndAlike) {
+  for (const char* ctx : {"12", "64"}) {
+    auto d = start({kl(), "--ctx", ctx});
+    HttpResponse r = http_request(d->port(), "POST", "/v1/completions",
+                                  R"({"prompt":[5,6,7,8,9],"temperature":0})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto body = parse(r.body);
+    const std::string daemon_text(std::string_view(body["choices"].at(0)["text"]));
+    const int64_t daemon_tokens = int64_t(body["usage"]["completion_tokens"]);
+    std::string out;
+    const std::string run = test::waste_binary().string() + " run " + kl() +
+                            " --ids 5,6,7,8,9 -n 4096 --threads 2 --ctx " + ctx;
+    ASSERT_EQ(test::run_command(run + " --json 2>/dev/null", &out), 0) << out;
+    auto json = parse(out);
+    EXPECT_EQ((int64_t)json["token_ids"].get_array().size(), daemon_tokens) << ctx;
+    ASSERT_EQ(test::run_command(run + " 2>/dev/null", &out), 0) << out;
+    EXPECT_EQ(out, daemon_text + "\n") << ctx;
+    if (std::string(ctx) == "12") {
+      EXPECT_EQ(daemon_tokens, 7);  // the context stopped both
+    }
+  }
 }
 
 TEST_F(ServerTest, ErrorsHaveOpenAIShapeAndStatus) {

@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
-#include "engine/synth.h"
-#include "engine/tokenizer.h"
+#include "engine/synth/synth.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "prompt_templates/specials_file.h"
-#include "protocol/json_writer.h"
+#include "protocol/json/json_writer.h"
 #include "tests/http_client.h"
 #include "tests/schema_corpus.h"
 #include "tests/test_util.h"

@@ -1,7 +1,7 @@
 #include "tests/test_util.h"
 
 #include "prompt_templates/specials_file.h"
-#include "protocol/json_writer.h"
+#include "protocol/json/json_writer.h"
 
 #include <sys/wait.h>
 

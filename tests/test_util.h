@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace waste::test {
 

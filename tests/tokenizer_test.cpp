@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/container.h"
-#include "engine/error.h"
-#include "engine/pretokenizer.h"
-#include "engine/tokenizer.h"
+#include "engine/base/error.h"
+#include "engine/format/container.h"
+#include "engine/tokenizer/pretokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace waste {
@@ -178,7 +178,7 @@ TEST(TokenizerGolden, RenderGoldenSegments) {
   EXPECT_EQ(n_segments, 333u);
 }
 
-// Reported by the original engine's notes (waste-serve-and-cli.md §4.2), markup mode.
+// Reported by the original engine's notes (docs/PROMPT_FORMAT.md §1.4), markup mode.
 TEST(TokenizerGolden, MarkupExampleFromTheOriginalEngine) {
   const std::string s = "hi<|end_of_msg|><|open|>message role=\"system\"<|sep|>obey";
   EXPECT_EQ(k3().encode_markup(s),

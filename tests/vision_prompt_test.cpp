@@ -5,15 +5,15 @@
 
 #include <memory>
 
-#include "engine/container.h"
-#include "engine/error.h"
-#include "engine/image_encoder.h"
-#include "engine/model.h"
-#include "engine/synth.h"
+#include "engine/base/error.h"
+#include "engine/format/container.h"
+#include "engine/model/model.h"
+#include "engine/synth/synth.h"
+#include "engine/vision/image_encoder.h"
+#include "prompt_templates/chat_format.h"
 #include "protocol/data_url.h"
-#include "server/chat_format.h"
-#include "server/prefix_cache.h"
-#include "server/prompt_images.h"
+#include "server/runtime/prefix_cache.h"
+#include "server/runtime/prompt_images.h"
 #include "tests/png_util.h"
 #include "tests/test_util.h"
 
@@ -40,7 +40,7 @@ class VisionPromptTest : public ::testing::Test {
     write_synthetic(dir_->path() / "k3.waste", {Arch::kK3, "tiny", 7});
     c_ = Container::open(dir_->path() / "k3.waste").release();
     tok_ = new Tokenizer(*c_->tokenizer_path(), c_->specials());
-    format_ = new ChatFormat(*c_, *tok_, ChatDefaults{false, "max"});
+    format_ = new ChatFormat(*tok_, (int32_t)c_->config().eos_token_id, ChatDefaults{false, "max"});
   }
   static void TearDownTestSuite() {
     delete format_;
@@ -56,12 +56,12 @@ class VisionPromptTest : public ::testing::Test {
   };
 
   // One user message: the images, then `text`; `history` messages go first.
-  static ChatRequest conversation(size_t images, const std::string& text,
-                                  std::vector<ChatMessage> history = {}) {
+  static Conversation make_conversation(size_t images, const std::string& text,
+                                        std::vector<ChatMessage> history = {}) {
     std::vector<ContentPart> parts;
     for (size_t i = 0; i < images; i++) parts.push_back({ContentPart::Kind::kImage, "", "img"});
     parts.push_back({ContentPart::Kind::kText, text, ""});
-    ChatRequest r;
+    Conversation r;
     r.messages = std::move(history);
     ChatMessage m;
     m.role = Role::kUser;
@@ -70,7 +70,7 @@ class VisionPromptTest : public ::testing::Test {
     return r;
   }
 
-  static Prompt render(ImageEncoder& enc, const ChatRequest& r,
+  static Prompt render(ImageEncoder& enc, const Conversation& r,
                        const std::vector<std::string>& pngs) {
     std::vector<PromptImage> list;
     for (const std::string& png : pngs) list.push_back(prepare_image(bytes_of(png), enc, {}, "t"));
@@ -123,7 +123,7 @@ ChatFormat* VisionPromptTest::format_ = nullptr;
 TEST_F(VisionPromptTest, MediaBlockIsWidenedToTheImagePositions) {
   ImageEncoder enc(*c_);
   const std::string png = test::png_rgb(100, 60, 1);
-  Prompt p = render(enc, conversation(1, "what is this?"), {png});
+  Prompt p = render(enc, make_conversation(1, "what is this?"), {png});
   ASSERT_EQ(p.images->images().size(), 1u);
   const PromptImage& im = p.images->images()[0];
   // 100x60 fits the budget unscaled, padded to 112x84: a 8x6 patch grid, 4x3 tokens.
@@ -156,7 +156,7 @@ TEST_F(VisionPromptTest, MediaBlockIsWidenedToTheImagePositions) {
 
 TEST_F(VisionPromptTest, UserTextCannotForgeOrConsumeImageSlots) {
   ImageEncoder enc(*c_);
-  Prompt p = render(enc, conversation(1, "<|kimi_image_placeholder|> and <|media_pad|>"),
+  Prompt p = render(enc, make_conversation(1, "<|kimi_image_placeholder|> and <|media_pad|>"),
                     {test::png_rgb(30, 30, 2)});
   const int32_t pad = (int32_t)enc.config().placeholder_id;
   EXPECT_EQ(std::count(p.ids.begin(), p.ids.end(), pad), p.images->images()[0].pixels->tokens);
@@ -179,14 +179,14 @@ TEST_F(VisionPromptTest, SnapshotWithImageGivesBitIdenticalLogitsAndIsKeyedByCon
   Model m(*c_, two_threads);
   const std::string a = test::png_rgb(90, 70, 11), b = test::png_rgb(90, 70, 12);
   auto turn2 = [&] {
-    ChatRequest r = conversation(1, "what is this?");
+    Conversation r = make_conversation(1, "what is this?");
     r.messages.push_back(message(Role::kAssistant, std::string("a pattern")));
     r.messages.push_back(message(Role::kUser, std::string("which colours?")));
     return r;
   };
 
   PrefixCache cache(1ull << 30);
-  Prompt t1 = render(enc, conversation(1, "what is this?"), {a});
+  Prompt t1 = render(enc, make_conversation(1, "what is this?"), {a});
   int64_t cached = -1;
   prefill(m, t1, &cache, &cached);
   EXPECT_EQ(cached, 0);
@@ -216,7 +216,7 @@ TEST_F(VisionPromptTest, SnapshotWithImageGivesBitIdenticalLogitsAndIsKeyedByCon
 TEST_F(VisionPromptTest, ChunkSizesSplitsAndThreadsDoNotChangeImageLogits) {
   ImageEncoder enc(*c_);
   const std::vector<std::string> pngs = {test::png_rgb(100, 60, 3), test::png_rgb(40, 120, 4)};
-  ChatRequest r = conversation(2, "compare them");
+  Conversation r = make_conversation(2, "compare them");
   std::vector<float> want;
   for (int threads : {1, 2})
     for (int chunk : {1, 3, 5, 64}) {

@@ -13,7 +13,7 @@
 #include <list>
 #include <thread>
 
-#include "engine/synth.h"
+#include "engine/synth/synth.h"
 #include "tests/http_client.h"
 #include "tests/png_util.h"
 #include "tests/test_util.h"

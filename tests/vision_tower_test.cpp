@@ -14,14 +14,14 @@
 
 #include <fmt/format.h>
 
-#include "engine/container.h"
-#include "engine/error.h"
-#include "engine/model.h"
-#include "engine/quantize.h"
-#include "engine/rng.h"
-#include "engine/synth.h"
-#include "engine/vision_config.h"
-#include "engine/vision_tower.h"
+#include "engine/base/error.h"
+#include "engine/base/rng.h"
+#include "engine/format/container.h"
+#include "engine/kernels/quantize.h"
+#include "engine/model/model.h"
+#include "engine/synth/synth.h"
+#include "engine/vision/vision_config.h"
+#include "engine/vision/vision_tower.h"
 #include "tests/test_util.h"
 
 namespace waste {
@@ -337,7 +337,7 @@ TEST(VisionTowerContainer, MissingOrMisshapenTensorsAreNamed) {
   expect_refused(manifest, "mlp.fc0.weight has shape [128, 64], expected [256, 64]");
 }
 
-// --- closed forms (vision doc §4.2)
+// --- closed forms (docs/VISION.md §9)
 
 TEST(VisionTowerMath, BilinearResizeOfTwoSamplesToFour) {
   const float table[2] = {1.0f, 5.0f};  // a 1 x 2 table of width-1 vectors

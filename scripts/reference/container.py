@@ -1,6 +1,6 @@
 """Reading a WASTE container v0 into float64 numpy arrays.
 
-Written from docs/waste-format-and-engine.md §1 (container v0) and §2.1 (VQ
+Written from docs/FORMAT.md §1–§7 (container v0) and §8.1 (VQ
 reconstruction). Everything here decodes to float64; nothing is kept in the
 engine's quantized form.
 
@@ -26,7 +26,7 @@ class ContainerError(Exception):
 
 # ---------------------------------------------------------------- f16 decode
 #
-# Two decoders, on purpose (spec §1.3, pitfall 5):
+# Two decoders, on purpose (docs/FORMAT.md §3.4):
 #   trunk / expert-row scales: subnormals decode as mantissa * 2^-24;
 #   codebook values:           subnormals flush to signed zero.
 # In both, exponent 31 is NOT inf/NaN: it decodes like any other exponent,
@@ -60,7 +60,7 @@ def _present(d, key):
 
 
 class Config:
-    """The config keys the engine reads, with its defaults (spec §1.2).
+    """The config keys the engine reads, with its defaults (docs/FORMAT.md §2).
 
     QUIRK kept on purpose: moe_renormalize, latent_moe_use_norm,
     mla_use_output_gate and linear_attn_config.use_full_rank_gate are
@@ -416,7 +416,7 @@ class Container:
         return parts
 
     def expert(self, layer, e):
-        """(gate, up, down) dequantized to float64 (spec §2.1)."""
+        """(gate, up, down) dequantized to float64 (docs/FORMAT.md §8.1)."""
         return [p.dense() for p in self.expert_parts(layer, e)]
 
     def _indices(self, rec, off, M, N):

@@ -1,6 +1,6 @@
 """Kimi-Linear / Kimi K3 forward pass in float64, one token at a time.
 
-Written from docs/waste-format-and-engine.md §3 (model math). One function
+Written from docs/MODEL.md §1–§8 (model math). One function
 per layer kind; every weight is a dequantized float64 matrix from
 container.Container, and every product is a plain `W @ x`.
 
@@ -72,8 +72,8 @@ LUT8_BLOCK = 32          # vector positions sharing one int8 table scale
 def vq_matvec(Wq, x, lut8):
     """y = W x for a routed-expert matrix (container.VQMatrix).
 
-    lut8=False: the exact product with W dequantized (spec §2.1).
-    lut8=True (VQ4P containers, the engine's only VQ4P path, spec §2.3): the
+    lut8=False: the exact product with W dequantized (docs/FORMAT.md §8.1).
+    lut8=True (VQ4P containers, the engine's only VQ4P path, docs/FORMAT.md §8.3): the
     table T[v][s][c] = sum_d x[8v+d] C_s[c][d] is quantized to int8 per block
     of 32 positions (scale m/127, m = max|T| over the block's 4 x 64 x 32
     values, round half to even, clamp to +-127); each row sums its looked-up
@@ -117,7 +117,7 @@ def short_conv_silu(z, w, ring):
 
 
 def kda_layer(ct, L, u, st):
-    """Kimi Delta Attention, one decode step (spec §3.4)."""
+    """Kimi Delta Attention, one decode step (docs/MODEL.md §4)."""
     c = ct.cfg
     H, D, K = c.kda_heads, c.kda_dim, c.conv_k
     C = H * D
@@ -163,7 +163,7 @@ def kda_layer(ct, L, u, st):
 
 
 def mla_layer(ct, L, u, cache):
-    """Multi-head latent attention, NoPE, unabsorbed form (spec §3.5).
+    """Multi-head latent attention, NoPE, unabsorbed form (docs/MODEL.md §5).
     cache: list of (c_kv normalized [kv_lora], k_rope [qk_rope]) per position."""
     c = ct.cfg
     nh, nope, rope, vh, kvl = c.n_heads, c.qk_nope, c.qk_rope, c.v_head, c.kv_lora
@@ -197,7 +197,7 @@ def mla_layer(ct, L, u, cache):
 
 
 def route(ct, L, u):
-    """Sigmoid router; bias only for selection; ties -> lowest id (spec §3.6).
+    """Sigmoid router; bias only for selection; ties -> lowest id (docs/MODEL.md §6).
     Returns (ids in selection order, weights, selection margin)."""
     c = ct.cfg
     p = f"model.layers.{L}.block_sparse_moe.gate."
@@ -306,7 +306,7 @@ class Model:
             self.hidden.append(x.copy())
 
     def _layers_attn_res(self, x):
-        """The residual stream with Attention Residuals (spec §3.3): a
+        """The residual stream with Attention Residuals (docs/MODEL.md §3): a
         per-block partial sum p and a history B of block representations."""
         ct, c = self.ct, self.ct.cfg
         T = lambda n: ct.tensor(n)

@@ -2,7 +2,7 @@
 """The K3 release's image preprocessing, done with Pillow and numpy, as the oracle for
 engine/image_preprocess.cpp (tests/image_test.cpp).
 
-It follows docs/vision.md §1.3-§1.5 (the NaViT size rule, Pillow's resize in the image's own
+It follows docs/VISION.md §3.2–§4.5 (the NaViT size rule, Pillow's resize in the image's own
 mode, the chessboard fill in float32) using Pillow itself for decoding and resampling, so the
 C++ port is checked against the library the release runs, not against a restatement of it.
 

@@ -197,7 +197,7 @@ def s_vq_dense(idx, scales, books):
 
 
 def s_lut8_matvec(idx, scales, books, x):
-    """Spec §2.3 with plain loops: table, int8 per 32-position block, integer sums."""
+    """docs/FORMAT.md §8.3 with plain loops: table, int8 per 32-position block, integer sums."""
     M, nv, S = idx.shape
     en = books.shape[1]
     T = [[[sum(x[8 * v + d] * books[s][c][d] for d in range(8)) for c in range(en)]
@@ -301,7 +301,7 @@ def kda_stub(rng, k3):
 
 
 def kda_naive(ct, us):
-    """Scalar-loop KDA over a whole sequence, written from spec §3.4, with the
+    """Scalar-loop KDA over a whole sequence, written from docs/MODEL.md §4, with the
     recurrence in its unrolled form S_t = A_t S_{t-1} + beta_t k_t v_t^T,
     A_t = (I - beta_t k_t k_t^T) diag(exp g_t), evaluated as explicit matrices."""
     c = ct.cfg
@@ -390,7 +390,7 @@ def mla_stub(rng, qlora, gate):
 
 
 def mla_absorbed(ct, us):
-    """Spec §3.5 literally: cache latents, absorb kv_b into the query and the
+    """docs/MODEL.md §5 literally: cache latents, absorb kv_b into the query and the
     output, never expand K/V."""
     c = ct.cfg
     nh, nope, rope, vh, kvl = c.n_heads, c.qk_nope, c.qk_rope, c.v_head, c.kv_lora

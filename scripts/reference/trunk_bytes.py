@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Re-derives a converted container's quantized trunk bytes from the source checkpoint with the
-original converter's arithmetic (converter doc §1.4, "Quantizer arithmetic": float32 throughout;
+original converter's arithmetic (docs/CONVERTER.md §1.4, "Quantizer arithmetic": float32 throughout;
 per 128-group amax clamped to >= 1e-8, s = amax / qmax, q = rint(x / s) with the f32 s, clamped;
 the stored scale is f16(s); Q4G packs q + 8 low nibble first), which the doc measured to match
 convert.py byte for byte. Independent of the C++ converter: plain numpy, its own safetensors

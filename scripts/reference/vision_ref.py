@@ -8,7 +8,7 @@ Reads vision.json and the vision_tower.* / mm_projector.* tensors of the
 container (dequantized to float64 by container.py) and runs one image of
 H x W patches through patch embedding, the position table, the encoder
 blocks, the final norm, the 2x2 merge and the projector. The math is
-docs/vision.md §2, written as whole-matrix algebra: attention with full
+docs/VISION.md §5, written as whole-matrix algebra: attention with full
 score matrices, the rotary embedding as complex multiplication, the
 position-table resize as two interpolation matrices.
 
@@ -34,13 +34,13 @@ import numpy as np  # noqa: E402
 from container import Container, ContainerError  # noqa: E402
 
 # float32's machine epsilon: the release builds the encoder's RMSNorms without
-# an eps, and PyTorch then uses the accumulation type's (vision.md §2.4).
+# an eps, and PyTorch then uses the accumulation type's (docs/VISION.md §5.4–§5.5).
 TOWER_EPS = 2.0 ** -23
 PROJECTOR_EPS = 1e-5
 
 
 class VisionConfig:
-    """vision.json with the defaults of vision.md §3.3."""
+    """vision.json with the defaults of docs/VISION.md §7"""
 
     def __init__(self, d):
         self.hidden = int(d.get("vt_hidden_size", 1024))

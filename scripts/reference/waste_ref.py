@@ -6,7 +6,7 @@
 
 Feeds the ids one at a time from position 0 and computes the logits in
 float64 (trunk tensors and routed experts dequantized to float64). The math
-is docs/waste-format-and-engine.md §3, the container reading §1 and §2.1.
+is docs/MODEL.md §1–§8, the container reading docs/FORMAT.md §1–§7 and §8.1.
 
   --logits-out FILE  last prompt position's logits, raw little-endian float64
   --greedy N         then continue greedily N tokens (argmax, ties -> lowest id)
@@ -67,7 +67,7 @@ def main(argv=None):
                          "engine's WASTE_DUMP_HIDDEN, float32)")
     ap.add_argument("--exact-vq4p", action="store_true",
                     help="VQ4P experts: exact dequantized product instead of the "
-                         "engine's int8 lookup table (spec 2.3)")
+                         "engine's int8 lookup table (docs/FORMAT.md §8.3)")
     ap.add_argument("--float32", action="store_true",
                     help="run the same math in float32 instead of float64: the "
                          "difference between the two estimates the float noise "

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/error.h"
-#include "engine/image_decode.h"
-#include "engine/image_preprocess.h"
+#include "engine/base/error.h"
+#include "engine/vision/image_decode.h"
+#include "engine/vision/image_preprocess.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   waste::DecodeLimits limits;

@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "engine/error.h"
-#include "engine/manifest.h"
-#include "engine/planner.h"
+#include "engine/base/error.h"
+#include "engine/experts/planner.h"
+#include "engine/format/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

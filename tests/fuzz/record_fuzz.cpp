@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/error.h"
-#include "engine/expert_record.h"
+#include "engine/base/error.h"
+#include "engine/format/expert_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   waste::RecordGeometry g;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
-#include "protocol/json_schema.h"
-#include "protocol/token_constraint.h"
+#include "engine/base/error.h"
+#include "protocol/constraint/json_schema.h"
+#include "protocol/constraint/token_constraint.h"
 
 namespace {
 

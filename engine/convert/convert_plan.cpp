@@ -1,0 +1,230 @@
+#include "engine/convert/convert_plan.h"
+
+#include <fmt/ranges.h>
+#include <simdjson.h>
+
+#include "engine/base/error.h"
+#include "engine/base/file_read.h"
+#include "engine/base/json_fields.h"
+#include "engine/format/container.h"
+#include "engine/format/tensor_specs.h"
+
+namespace waste {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// The engine reads the patch kernel [out, in, kh, kw] as [out, in*kh*kw] and the position grid
+// [h, w, D] as [h*w, D] (what the original's requant_vision.py writes).
+std::vector<int64_t> vision_shape(const std::vector<int64_t>& s) {
+  if (s.size() == 4) return {s[0], s[1] * s[2] * s[3]};
+  if (s.size() == 3) return {s[0] * s[1], s[2]};
+  return s;
+}
+
+uint64_t quantized_bytes(TensorFormat f, int64_t rows, int64_t cols, uint64_t* scale_bytes) {
+  Matrix m{f, rows, cols, nullptr, nullptr};
+  *scale_bytes = (uint64_t)(rows * m.groups() * 2);
+  return (uint64_t)(rows * m.row_bytes());
+}
+
+std::string entry_json(const TrunkTensor& t) {
+  std::string shape;
+  for (int64_t d : t.shape) shape += fmt::format("{}{}", shape.empty() ? "" : ",", d);
+  std::string s = fmt::format("{{\"name\":{},\"fmt\":{},\"off\":{},\"shape\":[{}]",
+                              json_quote(t.name), (int)t.fmt, t.off, shape);
+  if (t.fmt != TensorFormat::kF32) s += fmt::format(",\"group\":128,\"scale_off\":{}", t.scale_off);
+  return s + fmt::format(",\"bytes\":{}}}", t.bytes);
+}
+
+std::string hf_arch(simdjson::dom::element root) {
+  simdjson::dom::array a;
+  if (root["architectures"].get_array().get(a)) return "";
+  for (auto e : a) {
+    std::string_view s;
+    if (!e.get_string().get(s)) return std::string(s);
+    break;
+  }
+  return "";
+}
+
+// The manifest's `config`: the text config verbatim; for the nested (K3) layout plus `_outer`
+// with every other top-level key (docs/FORMAT.md §2).
+std::string manifest_config(simdjson::dom::element root, bool nested) {
+  if (!nested) return simdjson::minify(root);
+  std::string text = simdjson::minify(root["text_config"].value_unsafe());
+  std::string outer;
+  for (auto f : json::fields(root)) {
+    if (f.key == "text_config") continue;
+    outer += fmt::format("{}{}:{}", outer.empty() ? "" : ",", json_quote(f.key),
+                         simdjson::minify(f.value));
+  }
+  text.pop_back();  // the closing brace
+  if (text.size() > 1) text += ',';
+  text += "\"_outer\":{";
+  text += outer;
+  text += "}}";
+  return text;
+}
+
+void plan_trunk(Checkpoint& ck, ConvertPlan* p) {
+  uint64_t off = 0;
+  for (const auto& [name, shard] : ck.weight_map()) {  // byte order of names, as the original
+    if (is_expert_tensor(name)) continue;
+    TrunkTensor t;
+    t.name = name;
+    t.shard = shard;
+    std::vector<int64_t> src = ck.info(name).shape;
+    if (src.empty()) fail("{}: tensor {} is a scalar; the trunk holds 1-4 dims", shard, name);
+    bool vision = is_vision_tensor(name);
+    t.fmt = trunk_format(name, src, vision);
+    t.shape = vision ? vision_shape(src) : src;
+    t.cols = t.shape.back();
+    t.rows = t.cols ? product(t.shape) / t.cols : 0;
+    t.off = off;
+    if (t.fmt == TensorFormat::kF32) {
+      t.bytes = (uint64_t)product(t.shape) * 4;
+    } else {
+      uint64_t sb = 0;
+      uint64_t pb = quantized_bytes(t.fmt, t.rows, t.cols, &sb);
+      t.scale_off = off + pb;
+      t.bytes = pb + sb;
+    }
+    off += t.bytes;
+    p->trunk_shards.insert(shard);
+    p->trunk_index += fmt::format("{}{}", p->trunk_index.empty() ? "" : ",\n  ", entry_json(t));
+    p->trunk.push_back(std::move(t));
+  }
+  p->trunk_bytes = off;
+  p->trunk_index = "[\n  " + p->trunk_index + "]";
+}
+
+// Every tensor the engine will look for must be in the index, before hours of work start.
+void check_required(const Checkpoint& ck, const ConvertPlan& p) {
+  for (const TensorSpec& s : text_tensor_specs(p.config)) {
+    if (s.optional) continue;
+    std::string name = p.prefix + s.name;
+    if (!ck.weight_map().count(name))
+      fail("{}: tensor {} is required by the engine but not in the index",
+           (ck.dir() / "model.safetensors.index.json").string(), name);
+  }
+}
+
+void plan_experts(Checkpoint& ck, ConvertPlan* p) {
+  const ModelConfig& c = p->config;
+  const RecordGeometry& g = p->geometry;
+  for (int l = c.first_dense; l < c.n_layers && c.n_experts > 0; l++) {
+    ExpertLayer x;
+    x.layer = l;
+    x.codebook_base = (int64_t)p->layers.size() * 3 * p->recipe.stages;
+    for (int e = 0; e < c.n_experts; e++)
+      for (int k = 0; k < 3; k++) {
+        std::string n = p->expert_tensor(l, e, k);
+        if (!ck.has(n))
+          fail("{}: routed expert tensor {} is not in the index",
+               (ck.dir() / "model.safetensors.index.json").string(), n);
+        x.shards.insert(ck.shard_of(n));
+        if (ck.is_mxfp4(n)) x.shards.insert(ck.shard_of(n + "_scale"));
+        // Shapes come from the headers alone: a bad one is refused before any encoding.
+        std::vector<int64_t> s = ck.shape(n);
+        int64_t rows = k == 2 ? g.width : g.inter, cols = k == 2 ? g.inter : g.width;
+        if (s.size() != 2 || s[0] != rows || s[1] != cols)
+          fail("{}: tensor {} has shape [{}], expected [{}, {}]", ck.shard_of(n), n,
+               fmt::join(s, ", "), rows, cols);
+      }
+    p->layers.push_back(std::move(x));
+  }
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += (char)ch;
+    } else if (ch < 0x20) {
+      out += fmt::format("\\u{:04x}", ch);
+    } else {
+      out += (char)ch;
+    }
+  }
+  return out + "\"";
+}
+
+bool is_vision_tensor(std::string_view name) {
+  return name.starts_with("vision_tower.") || name.starts_with("mm_projector.");
+}
+
+bool is_expert_tensor(std::string_view name) {
+  return name.find(".experts.") != std::string_view::npos || name.ends_with("_packed") ||
+         name.ends_with("_scale");
+}
+
+TensorFormat trunk_format(std::string_view name, const std::vector<int64_t>& shape, bool vision) {
+  if (shape.size() == 1 || product(shape) < kTrunkF32Below) return TensorFormat::kF32;
+  if (vision) return TensorFormat::kQ8G;  // 4 bits damage the tower (docs/CONVERTER.md §1.5)
+  if (name.ends_with("embed_tokens.weight") || name.ends_with("lm_head.weight"))
+    return TensorFormat::kQ8G;
+  return TensorFormat::kQ4G;
+}
+
+std::string expert_tensor_name(std::string_view prefix, int layer, int expert, int kind) {
+  static const char* kNames[3] = {"w1", "w3", "w2"};
+  return fmt::format("{}model.layers.{}.block_sparse_moe.experts.{}.{}.weight", prefix, layer,
+                     expert, kNames[kind]);
+}
+
+std::string ConvertPlan::expert_tensor(int layer, int expert, int kind) const {
+  return expert_tensor_name(prefix, layer, expert, kind);
+}
+
+ConvertPlan make_plan(Checkpoint& ck, const std::string& arch, const VqRecipe& recipe) {
+  fs::path cfg_path = ck.dir() / "config.json";
+  if (!fs::exists(cfg_path)) fail<IoError>("{}: missing", cfg_path.string());
+  ConvertPlan p;
+  p.recipe = recipe;
+  p.outer_json = read_small_file(cfg_path, 16 << 20);
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(p.outer_json);
+  json::element root = json::parse(parser, padded, cfg_path.string());
+  if (!root.is_object()) fail("{}: must be a JSON object", cfg_path.string());
+  p.nested = json::has(root, "text_config");
+  if (arch == "k3" && !p.nested)
+    fail<UsageError>("--arch k3: {} has no text_config (a Kimi-Linear release?)",
+                     cfg_path.string());
+  if (arch == "kimi-linear" && p.nested)
+    fail<UsageError>("--arch kimi-linear: {} nests a text_config (a K3 release?)",
+                     cfg_path.string());
+  if (arch != "auto" && arch != "k3" && arch != "kimi-linear")
+    fail<UsageError>("--arch: '{}' is not auto, k3 or kimi-linear", arch);
+  p.prefix = p.nested ? "language_model." : "";
+  std::string hf = hf_arch(root);
+  p.arch = hf == "KimiK3ForConditionalGeneration" ? "kimi-k3"
+           : hf == "KimiLinearForCausalLM"        ? "kimi-linear"
+                                                  : hf;
+  p.config_json = manifest_config(root, p.nested);
+  simdjson::dom::parser cparser;
+  simdjson::padded_string cpadded(p.config_json);
+  p.config = parse_model_config(cparser.parse(cpadded).value(), cfg_path.string());
+  const ModelConfig& c = p.config;
+  p.geometry.inter = c.moe_inter;
+  p.geometry.width = c.expert_in();
+  p.geometry.stages = recipe.stages;
+  p.geometry.entries = recipe.entries;
+  p.geometry.stride = (p.geometry.used_bytes() + 4095) / 4096 * 4096;
+  check_required(ck, p);
+  plan_trunk(ck, &p);
+  plan_experts(ck, &p);
+  return p;
+}
+
+}  // namespace waste

@@ -1,0 +1,66 @@
+#include "engine/experts/planner.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace waste {
+
+namespace {
+
+constexpr int64_t kChunkTokens = 64;
+
+uint64_t state_bytes(const ModelConfig& c, int64_t ctx) {
+  uint64_t kda = (uint64_t)c.n_kda_layers(), mla = (uint64_t)c.n_mla_layers();
+  uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim;
+  uint64_t rings = kda * 3 * (uint64_t)(c.conv_k - 1) * H * D * 4;
+  uint64_t blocks = c.attn_res_block > 0 ? (uint64_t)(c.n_layers / c.attn_res_block + 2) : 0;
+  return kda * H * D * D * 4 + rings + mla * (uint64_t)ctx * (uint64_t)(c.kv_lora + c.qk_rope) * 4 +
+         blocks * (uint64_t)c.hidden * 4;
+}
+
+// Activation buffers for a chunk of prompt tokens plus the per-token tables and the logits.
+uint64_t scratch_bytes(const ModelConfig& c, const ExpertQuant& q) {
+  int64_t widest = std::max({(int64_t)c.hidden, (int64_t)c.dense_inter, (int64_t)c.shared_inter(),
+                             (int64_t)c.kda_channels() * 3,
+                             (int64_t)c.n_heads * (c.qk_nope + c.qk_rope + c.v_head)});
+  uint64_t chunk = (uint64_t)kChunkTokens * (uint64_t)(4 * c.hidden + 2 * widest) * 4;
+  uint64_t luts = 0;
+  if (c.n_experts > 0)
+    luts = (uint64_t)(c.expert_in() + c.moe_inter) / 8 * (uint64_t)(q.stages * q.entries) * 4 *
+           (uint64_t)(c.top_k + 2);
+  return chunk + luts + (uint64_t)c.vocab * 4 * 2 + (16u << 20);
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Manifest& m, int64_t ctx) {
+  const ModelConfig& c = m.config;
+  MemoryPlan p;
+  p.ctx = ctx;
+  for (const TrunkEntry& t : m.trunk) {
+    bool text = t.name.compare(0, m.tensor_prefix.size(), m.tensor_prefix) == 0;
+    if (!text) {
+      p.vision_bytes += t.bytes;
+    } else if (!(t.name == m.tensor_prefix + "model.embed_tokens.weight" &&
+                 t.fmt != TensorFormat::kF32)) {
+      p.trunk_bytes += t.payload_bytes() + t.scale_bytes();
+    }
+  }
+  for (auto& [layer, b] : m.banks) p.record_bytes = std::max(p.record_bytes, b.stride());
+  p.state_bytes = state_bytes(c, ctx);
+  p.scratch_bytes = scratch_bytes(c, m.quant);
+  p.min_cache_bytes = p.record_bytes * (uint64_t)c.top_k * 2;
+  p.working_set_bytes = p.record_bytes * (uint64_t)c.top_k * m.banks.size();
+  p.floor_bytes = p.trunk_bytes + p.state_bytes + p.scratch_bytes + p.min_cache_bytes;
+  return p;
+}
+
+std::string human_bytes(uint64_t n) {
+  if (n >= (1ull << 30)) return fmt::format("{:.2f} GiB", (double)n / (1ull << 30));
+  if (n >= (1ull << 20)) return fmt::format("{:.2f} MiB", (double)n / (1ull << 20));
+  if (n >= (1ull << 10)) return fmt::format("{:.1f} KiB", (double)n / (1ull << 10));
+  return fmt::format("{} B", n);
+}
+
+}  // namespace waste

@@ -1,0 +1,29 @@
+// The RAM plan of a container, derived from the manifest alone (no weights read): what must be
+// resident (the floor), one token's expert working set, and the expert cache a budget leaves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/format/manifest.h"
+
+namespace waste {
+
+struct MemoryPlan {
+  int64_t ctx = 0;
+  uint64_t trunk_bytes = 0;        // resident text tensors (a quantized embedding stays on disk)
+  uint64_t vision_bytes = 0;       // tensors outside the prefix, loaded only for images
+  uint64_t state_bytes = 0;        // KDA states, conv tails and MLA latents at ctx, per session
+  uint64_t scratch_bytes = 0;      // activations, tables, logits
+  uint64_t record_bytes = 0;       // one expert record (the largest bank stride)
+  uint64_t min_cache_bytes = 0;    // one layer's experts, double-buffered
+  uint64_t working_set_bytes = 0;  // one token's experts across all MoE layers
+  uint64_t floor_bytes = 0;
+};
+
+MemoryPlan plan_memory(const Manifest& m, int64_t ctx);
+
+// "1.23 GiB" style.
+std::string human_bytes(uint64_t n);
+
+}  // namespace waste

@@ -1,0 +1,125 @@
+#include "engine/experts/ram_budget.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "engine/base/error.h"
+
+namespace waste {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::optional<uint64_t> read_limit(const fs::path& p) {
+  std::ifstream f(p);
+  std::string s;
+  if (!(f >> s) || s == "max") return std::nullopt;
+  try {
+    uint64_t v = std::stoull(s);
+    if (v >= (uint64_t{1} << 60)) return std::nullopt;  // v1's "unlimited" is a huge number
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// Walks from the process's cgroup up to the root, keeping the smallest limit found.
+void lower_by(const fs::path& base, const std::string& rel, const char* const* files,
+              UsableMemory* m) {
+  fs::path p = base / fs::path(rel).relative_path();
+  for (;;) {
+    for (const char* const* f = files; *f; f++)
+      if (auto v = read_limit(p / *f); v && *v < m->bytes) {
+        m->bytes = *v;
+        m->source = (p / *f).string();
+      }
+    if (p == base || !p.has_parent_path() || p.parent_path() == p) break;
+    p = p.parent_path();
+  }
+}
+
+}  // namespace
+
+UsableMemory usable_memory(const fs::path& root, const fs::path& proc_cgroup) {
+  UsableMemory m;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  m.bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  m.source = "physical RAM";
+  std::ifstream f(proc_cgroup);
+  std::string line;
+  static const char* const kV2[] = {"memory.max", "memory.high", nullptr};
+  static const char* const kV1[] = {"memory.limit_in_bytes", nullptr};
+  while (std::getline(f, line)) {
+    // "hierarchy-id:controllers:path"
+    size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (controllers.empty()) {
+      lower_by(root, path, kV2, &m);
+    } else {
+      std::stringstream ss(controllers);
+      std::string c;
+      while (std::getline(ss, c, ','))
+        if (c == "memory") lower_by(root / "memory", path, kV1, &m);
+    }
+  }
+  return m;
+}
+
+Budget plan_budget(const MemoryPlan& plan, std::optional<uint64_t> requested, uint64_t usable) {
+  Budget b;
+  b.cap = usable - usable / 8;
+  if (requested) {
+    if (*requested < plan.floor_bytes)
+      fail<UsageError>(
+          "a budget of {} is under this model's floor of {} at context {} "
+          "(trunk {}, state {}, scratch {}, minimum expert cache {})",
+          human_bytes(*requested), human_bytes(plan.floor_bytes), plan.ctx,
+          human_bytes(plan.trunk_bytes), human_bytes(plan.state_bytes),
+          human_bytes(plan.scratch_bytes), human_bytes(plan.min_cache_bytes));
+    b.budget = *requested;
+    b.explicit_budget = true;
+  } else {
+    if (plan.floor_bytes > b.cap)
+      fail<UsageError>(
+          "this model needs at least {} at context {} but only {} (7/8 of {} "
+          "usable) is available; lower --ctx or pass --budget explicitly",
+          human_bytes(plan.floor_bytes), plan.ctx, human_bytes(b.cap), human_bytes(usable));
+    uint64_t ws = std::max<uint64_t>(plan.working_set_bytes, 1);
+    b.working_sets = (int)std::min<uint64_t>(3, (b.cap - plan.floor_bytes) / ws);
+    b.budget = plan.floor_bytes + (uint64_t)b.working_sets * plan.working_set_bytes;
+  }
+  b.cache_bytes = b.budget - plan.floor_bytes + plan.min_cache_bytes;
+  return b;
+}
+
+uint64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  double mul = 0;
+  if (unit.empty() || unit == "B") mul = 1;
+  for (auto [names, m] :
+       {std::pair{"K KB KiB k", 1024.0}, std::pair{"M MB MiB m", 1048576.0},
+        std::pair{"G GB GiB g", 1073741824.0}, std::pair{"T TB TiB t", 1099511627776.0}}) {
+    std::stringstream ss(names);
+    std::string n;
+    while (ss >> n)
+      if (unit == n) mul = m;
+  }
+  if (used == 0 || mul == 0 || !(v >= 0) || !std::isfinite(v * mul) || v * mul > 1.8e19)
+    fail<UsageError>("'{}' is not a size (examples: 48G, 512M, 1.5GiB)", text);
+  return (uint64_t)(v * mul);
+}
+
+}  // namespace waste

@@ -1,0 +1,140 @@
+#include "engine/format/model_config.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "engine/base/error.h"
+#include "engine/base/json_fields.h"
+
+namespace waste {
+
+namespace {
+
+constexpr int64_t kMaxDim = 1 << 20;
+
+std::string architecture_of(const json::element& cfg, const std::string& where) {
+  for (const char* holder : {"_outer", ""}) {
+    json::element obj = cfg;
+    if (*holder) {
+      if (!json::has(cfg, holder) || !cfg[holder].value_unsafe().is_object()) continue;
+      obj = cfg[holder].value_unsafe();
+    }
+    if (!json::has(obj, "architectures")) continue;
+    json::element arr = obj["architectures"].value_unsafe();
+    if (!arr.is_array()) fail("{}.architectures: must be an array", where);
+    for (json::element a : json::items(arr)) {
+      if (a.is_string()) return std::string(a.get_string().value_unsafe());
+      break;
+    }
+  }
+  return "";
+}
+
+void read_kda(const json::element& cfg, const std::string& where, ModelConfig* c) {
+  c->is_kda.assign(c->n_layers, false);
+  if (!json::has_value(cfg, "linear_attn_config")) return;
+  std::string w = where + ".linear_attn_config";
+  json::element la = json::get_object(cfg, "linear_attn_config", where);
+  c->kda_heads = (int)json::get_int_or(la, "num_heads", w, 0, 1 << 16, 0);
+  c->kda_dim = (int)json::get_int_or(la, "head_dim", w, 0, 1 << 16, 0);
+  c->conv_k = (int)json::get_int_or(la, "short_conv_kernel_size", w, 1, 64, 4);
+  c->kda_full_rank_gate = json::has(la, "use_full_rank_gate");
+  c->gate_lower_bound = (float)json::get_double_or(la, "gate_lower_bound", w, 0.0);
+  if (c->gate_lower_bound > 0) fail("{}.gate_lower_bound: must be zero or negative", w);
+  if (!json::has_value(la, "kda_layers")) return;
+  json::element list = json::get_array(la, "kda_layers", w);
+  for (json::element e : json::items(list)) {
+    // 1-based, as the release writes it.
+    int64_t l = json::as_int(e, w + ".kda_layers[]", 1, c->n_layers);
+    c->is_kda[l - 1] = true;
+  }
+}
+
+void check_products(const ModelConfig& c, const std::string& where) {
+  auto bounded = [&](int64_t a, int64_t b, const char* what) {
+    if (a * b > INT_MAX) fail("{}: {} ({} x {}) is too large", where, what, a, b);
+  };
+  bounded(c.vocab, c.hidden, "vocab_size x hidden_size");
+  bounded(c.n_experts, c.hidden, "num_experts x hidden_size");
+  bounded(c.moe_inter, c.expert_in(), "moe_intermediate_size x expert width");
+  bounded(c.dense_inter, c.hidden, "intermediate_size x hidden_size");
+  bounded(c.kda_channels(), c.hidden, "KDA channels x hidden_size");
+  bounded((int64_t)c.n_heads * (c.qk_nope + c.v_head), std::max(c.kv_lora, c.hidden),
+          "MLA heads x head dims");
+  bounded((int64_t)c.kda_dim * c.kda_dim, c.kda_heads, "KDA state");
+}
+
+void check_sanity(const ModelConfig& c, const std::string& where) {
+  if (c.n_experts > 0) {
+    if (c.top_k < 1 || c.top_k > std::min(c.n_experts, 64))
+      fail("{}.num_experts_per_token: {} must be between 1 and min(num_experts, 64)", where,
+           c.top_k);
+    if (c.moe_inter < 1) fail("{}.moe_intermediate_size: required with experts", where);
+    if (c.moe_inter % 8 != 0 || c.expert_in() % 8 != 0)
+      fail("{}: expert widths ({} and {}) must be multiples of 8 for VQ", where, c.moe_inter,
+           c.expert_in());
+  }
+  if ((c.n_experts == 0 || c.first_dense > 0) && c.dense_inter < 1)
+    fail("{}.intermediate_size: required for dense layers", where);
+  if (c.first_dense > c.n_layers)
+    fail("{}.first_k_dense_replace: exceeds num_hidden_layers", where);
+  if (c.attn_res_block > c.n_layers)
+    fail("{}.attn_res_block_size: exceeds num_hidden_layers", where);
+  if (c.n_kda_layers() > 0 && (c.kda_heads < 1 || c.kda_dim < 1))
+    fail("{}.linear_attn_config: num_heads and head_dim are required with KDA layers", where);
+  if (c.n_mla_layers() > 0 &&
+      (c.n_heads < 1 || c.kv_lora < 1 || c.qk_nope < 1 || c.v_head < 1 || c.qk_rope < 0))
+    fail("{}: MLA layers need num_attention_heads, kv_lora_rank, qk_nope_head_dim, v_head_dim",
+         where);
+  check_products(c, where);
+}
+
+}  // namespace
+
+int ModelConfig::n_kda_layers() const {
+  return (int)std::count(is_kda.begin(), is_kda.end(), true);
+}
+
+ModelConfig parse_model_config(const json::element& cfg, const std::string& where) {
+  if (!cfg.is_object()) fail("{}: must be an object", where);
+  ModelConfig c;
+  c.architecture = architecture_of(cfg, where);
+  c.n_layers = (int)json::get_int(cfg, "num_hidden_layers", where, 1, 128);
+  c.hidden = (int)json::get_int(cfg, "hidden_size", where, 1, kMaxDim);
+  c.vocab = (int)json::get_int(cfg, "vocab_size", where, 1, 1 << 24);
+  c.eos_token_id = json::get_int_or(cfg, "eos_token_id", where, 0, c.vocab - 1, 0);
+  c.bos_token_id = json::get_int_or(cfg, "bos_token_id", where, 0, c.vocab - 1, 0);
+  c.rms_eps = (float)json::get_double_or(cfg, "rms_norm_eps", where, 1e-5);
+  if (!(c.rms_eps > 0 && c.rms_eps < 1)) fail("{}.rms_norm_eps: must be in (0, 1)", where);
+
+  c.n_experts = (int)json::get_int_or(cfg, "num_experts", where, 0, kMaxDim, 0);
+  c.top_k = (int)json::get_int_or(cfg, "num_experts_per_token", where, 0, 64, 0);
+  c.moe_inter = (int)json::get_int_or(cfg, "moe_intermediate_size", where, 0, kMaxDim, 0);
+  c.dense_inter = (int)json::get_int_or(cfg, "intermediate_size", where, 0, kMaxDim, 0);
+  c.n_shared = (int)json::get_int_or(cfg, "num_shared_experts", where, 0, 64, 0);
+  c.first_dense = (int)json::get_int_or(cfg, "first_k_dense_replace", where, 0, 128, 0);
+  c.routed_scale = (float)json::get_double_or(cfg, "routed_scaling_factor", where, 1.0);
+  c.renormalize = json::has(cfg, "moe_renormalize");
+  c.latent = (int)json::get_int_or(cfg, "routed_expert_hidden_size", where, 0, kMaxDim, 0);
+  c.latent_norm = json::has(cfg, "latent_moe_use_norm");
+
+  c.n_heads = (int)json::get_int_or(cfg, "num_attention_heads", where, 0, 1 << 16, 0);
+  c.kv_lora = (int)json::get_int_or(cfg, "kv_lora_rank", where, 0, kMaxDim, 0);
+  c.q_lora = (int)json::get_int_or(cfg, "q_lora_rank", where, 0, kMaxDim, 0);
+  c.qk_nope = (int)json::get_int_or(cfg, "qk_nope_head_dim", where, 0, 1 << 16, 0);
+  c.qk_rope = (int)json::get_int_or(cfg, "qk_rope_head_dim", where, 0, 1 << 16, 0);
+  c.v_head = (int)json::get_int_or(cfg, "v_head_dim", where, 0, 1 << 16, 0);
+  c.mla_output_gate = json::has(cfg, "mla_use_output_gate");
+
+  c.attn_res_block = (int)json::get_int_or(cfg, "attn_res_block_size", where, 0, 128, 0);
+  c.situ = json::get_string_opt(cfg, "hidden_act", where).value_or("silu") == "situ";
+  c.situ_beta = (float)json::get_double_or(cfg, "activation_situ_beta", where, 1.0);
+  c.situ_linear_beta = (float)json::get_double_or(cfg, "activation_situ_linear_beta", where, 0.0);
+  if (c.situ && !(c.situ_beta > 0)) fail("{}.activation_situ_beta: must be positive", where);
+
+  read_kda(cfg, where, &c);
+  check_sanity(c, where);
+  return c;
+}
+
+}  // namespace waste

@@ -1,0 +1,87 @@
+// The numeric kernels: trunk matrix products and the VQ lookup-table expert rows (docs/FORMAT.md
+// §8). Every kernel exists as a scalar reference and as SIMD variants; one table is chosen at run
+// time by CPUID. Kernels are single-threaded over a row range: callers split rows across threads,
+// so results never depend on the thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/kernels/matrix.h"
+
+namespace waste {
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+
+const char* isa_name(Isa isa);
+
+// The best instruction set this CPU supports. WASTE_ISA=scalar|avx2|avx512 lowers the choice
+// (asking for more than the CPU has is an error naming what is missing).
+Isa detect_isa();
+bool cpu_supports(Isa isa);
+
+// What CPUID and XGETBV report; the pieces an instruction set needs, so errors can name them.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false, os_avx = false;  // os_*: XCR0 saves the state
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, os_avx512 = false;
+  // Not part of any Isa: only the VQ encoder's integer screen uses them (vq_encode.h).
+  bool avx512vnni = false, avx512vbmi2 = false, avxvnni = false;
+};
+CpuFeatures cpu_features();
+bool cpu_supports(Isa isa, const CpuFeatures& cpu);
+// detect_isa's choice for a WASTE_ISA value (null or empty: unset) on a CPU with `cpu`.
+Isa choose_isa(const char* requested, const CpuFeatures& cpu);
+
+// VQ codebooks for one (layer, matrix kind): `stages` books of `entries` codes of 8 floats,
+// each stored transposed as [8][entries] (dimension-major) for the table build.
+struct VqBooks {
+  const float* const* stage = nullptr;  // stage[s] -> 8 * entries floats
+  int stages = 0;
+  int entries = 0;
+};
+
+// A VQ-coded matrix of an expert record: rows x (nv*8) weights, indices blocked in 64-row tiles
+// ([row_block][vector_position][row_in_block][stage]), one f16 scale per row.
+struct VqMatrix {
+  int64_t rows = 0;
+  int64_t nv = 0;                    // input length / 8
+  const uint8_t* idx = nullptr;      // ceil(rows/64)*64 * nv * stages bytes
+  const uint16_t* scales = nullptr;  // rows f16 (exact decode, subnormals kept)
+};
+
+constexpr int64_t kVqRowBlock = 64;
+constexpr int kVqDim = 8;
+
+struct Kernels {
+  Isa isa;
+
+  // y[r] = sum_c w[r][c] * x[c] for r in [r0, r1); y is indexed by absolute row.
+  // Quantized: per 128-group a float partial dot, then acc += f16(scale) * partial.
+  void (*matvec)(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
+
+  // For t < n: y[t*y_stride + r] = row r of w times x + t*x_stride, for r in [r0, r1).
+  // Each output is bit-identical to matvec on that token with the same Isa: chunked prefill
+  // must give the same logits as token-by-token decode.
+  void (*matmul)(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
+                 int64_t y_stride, int64_t r0, int64_t r1);
+
+  // lut[(v*stages + s)*entries + c] = sum_{d<8} x[8v+d] * book_s[c][d], d ascending,
+  // for v < nv. x has nv*8 values.
+  void (*vq_lut)(const VqBooks& books, const float* x, int64_t nv, float* lut);
+
+  // y[r] = f16(scale[r]) * sum_v (T[v][0][i0] + ... + T[v][S-1][iS-1]) for r in [r0, r1);
+  // r0 is a multiple of 64. Stage sum left to right, positions in ascending order.
+  void (*vq_rows)(const float* lut, int stages, int entries, const VqMatrix& m, float* y,
+                  int64_t r0, int64_t r1);
+};
+
+// The table for `isa`; throws UsageError when this CPU cannot run it (instead of SIGILL later).
+const Kernels& kernels_for(Isa isa);
+
+// Each instruction set's table, defined in kernels_<isa>.cpp; use kernels_for().
+namespace detail {
+const Kernels& scalar_kernels();
+const Kernels& avx2_kernels();
+const Kernels& avx512_kernels();
+}  // namespace detail
+
+}  // namespace waste

@@ -1,0 +1,132 @@
+// The scalar reference kernels: plain loops in the order docs/FORMAT.md §8.2 and §8.4 describe.
+// The SIMD tables are tested against these, and these against a double-precision dot.
+#include <vector>
+
+#include "engine/base/f16.h"
+#include "engine/kernels/kernels.h"
+
+namespace waste {
+
+namespace {
+
+// Inputs that group g of a row covers (the last group may be partial).
+int64_t group_len(const Matrix& w, int64_t g) {
+  int64_t n = w.cols - g * kQuantGroup;
+  return n < kQuantGroup ? n : kQuantGroup;
+}
+
+// The integer codes of group g of row r as floats (exact), ready for the partial dot.
+void decode_group(const Matrix& w, int64_t r, int64_t g, float* out) {
+  const uint8_t* row = (const uint8_t*)w.data + r * w.row_bytes();
+  int64_t n = group_len(w, g), c0 = g * kQuantGroup;
+  if (w.fmt == TensorFormat::kQ8G) {
+    for (int64_t i = 0; i < n; i++) out[i] = (float)(int8_t)row[c0 + i];
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    int64_t c = c0 + i;
+    int code = c & 1 ? row[c >> 1] >> 4 : row[c >> 1] & 15;
+    out[i] = (float)(code - 8);
+  }
+}
+
+float dot(const float* w, const float* x, int64_t n) {
+  float p = 0.0f;
+  for (int64_t i = 0; i < n; i++) p += w[i] * x[i];
+  return p;
+}
+
+float f32_row(const Matrix& w, int64_t r, const float* x) {
+  return dot((const float*)w.data + r * w.cols, x, w.cols);
+}
+
+float group_scale(const Matrix& w, int64_t r, int64_t g) {
+  return f16_to_f32(w.scales[r * w.groups() + g]);
+}
+
+void matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
+  if (w.fmt == TensorFormat::kF32) {
+    for (int64_t r = r0; r < r1; r++) y[r] = f32_row(w, r, x);
+    return;
+  }
+  float wg[kQuantGroup];
+  for (int64_t r = r0; r < r1; r++) {
+    float acc = 0.0f;
+    for (int64_t g = 0; g < w.groups(); g++) {
+      decode_group(w, r, g, wg);
+      acc += group_scale(w, r, g) * dot(wg, x + g * kQuantGroup, group_len(w, g));
+    }
+    y[r] = acc;
+  }
+}
+
+// Decodes each group once and applies it to every token with matvec's arithmetic, so token t's
+// output is bit-identical to matvec on token t.
+void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
+            int64_t y_stride, int64_t r0, int64_t r1) {
+  if (w.fmt == TensorFormat::kF32) {
+    for (int64_t r = r0; r < r1; r++)
+      for (int64_t t = 0; t < n; t++) y[t * y_stride + r] = f32_row(w, r, x + t * x_stride);
+    return;
+  }
+  float wg[kQuantGroup];
+  std::vector<float> acc(n);
+  for (int64_t r = r0; r < r1; r++) {
+    for (float& a : acc) a = 0.0f;
+    for (int64_t g = 0; g < w.groups(); g++) {
+      decode_group(w, r, g, wg);
+      float s = group_scale(w, r, g);
+      const float* xg = x + g * kQuantGroup;
+      for (int64_t t = 0; t < n; t++) acc[t] += s * dot(wg, xg + t * x_stride, group_len(w, g));
+    }
+    for (int64_t t = 0; t < n; t++) y[t * y_stride + r] = acc[t];
+  }
+}
+
+void vq_lut(const VqBooks& books, const float* x, int64_t nv, float* lut) {
+  const int64_t e = books.entries;
+  for (int64_t v = 0; v < nv; v++) {
+    for (int s = 0; s < books.stages; s++) {
+      const float* b = books.stage[s];
+      float* out = lut + (v * books.stages + s) * e;
+      for (int64_t c = 0; c < e; c++) {
+        float t = 0.0f;
+        for (int d = 0; d < kVqDim; d++) t += x[v * kVqDim + d] * b[d * e + c];
+        out[c] = t;
+      }
+    }
+  }
+}
+
+float vq_row(const float* lut, int stages, int entries, const VqMatrix& m, int64_t r) {
+  const uint8_t* run = m.idx + (r / kVqRowBlock) * m.nv * kVqRowBlock * stages;
+  run += (r % kVqRowBlock) * stages;
+  float acc = 0.0f;
+  for (int64_t v = 0; v < m.nv; v++) {
+    const uint8_t* i = run + v * kVqRowBlock * stages;
+    const float* t = lut + v * stages * entries;
+    float sum = t[i[0]];
+    for (int s = 1; s < stages; s++) sum += t[s * entries + i[s]];
+    acc += sum;
+  }
+  return acc;
+}
+
+void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float* y, int64_t r0,
+             int64_t r1) {
+  for (int64_t r = r0; r < r1; r++)
+    y[r] = f16_to_f32(m.scales[r]) * vq_row(lut, stages, entries, m, r);
+}
+
+}  // namespace
+
+namespace detail {
+
+const Kernels& scalar_kernels() {
+  static constexpr Kernels k{Isa::kScalar, matvec, matmul, vq_lut, vq_rows};
+  return k;
+}
+
+}  // namespace detail
+
+}  // namespace waste

@@ -1,0 +1,201 @@
+// The layer stack (docs/MODEL.md §3): embedding, attention and FFN per layer with plain residuals
+// (Kimi-Linear) or Attention Residuals (K3), final norm and LM head. A chunk of tokens moves
+// through the stack layer by layer; every per-token computation is the same as for one token.
+#include "engine/model/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/base/error.h"
+
+namespace waste {
+
+namespace {
+
+// AR(B, p): softmax over the blocks and p of (proj . RMSNorm(v, norm)), then the weighted sum.
+// `out` may alias `p`.
+void attn_res(const std::vector<const float*>& blocks, const float* p, const float* norm,
+              const float* proj, int64_t n, float eps, float* out) {
+  std::vector<const float*> v(blocks);
+  v.push_back(p);
+  std::vector<float> s(v.size());
+  float best = -INFINITY;
+  for (size_t i = 0; i < v.size(); i++) {
+    float ss = 0.0f, dot = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+      ss += v[i][j] * v[i][j];
+      dot += v[i][j] * norm[j] * proj[j];
+    }
+    s[i] = dot / std::sqrt(ss / (float)n + eps);
+    best = std::max(best, s[i]);
+  }
+  float sum = 0.0f;
+  for (float& x : s) sum += (x = std::exp(x - best));
+  std::vector<float> acc(n, 0.0f);
+  for (size_t i = 0; i < v.size(); i++)
+    for (int64_t j = 0; j < n; j++) acc[j] += (s[i] / sum) * v[i][j];
+  std::copy(acc.begin(), acc.end(), out);
+}
+
+}  // namespace
+
+// Per-chunk activations, [T][hidden] each.
+struct Model::Chunk {
+  int64_t T = 0;
+  std::vector<float> x, p, h, a;
+  std::vector<std::vector<float>> blocks;  // Attention Residuals history, per block [T][hid]
+  bool p_empty = true;
+};
+
+Model::Model(const Container& c, const ModelOptions& opt) : c_(c), opt_(opt) {
+  if (!c.has("lm_head.weight")) fail<UsageError>("the container was opened without its trunk");
+  if (opt_.chunk < 1) fail<UsageError>("chunk size must be at least 1");
+  w_ = resolve_weights(c);
+  pool_ = std::make_unique<ThreadPool>(opt.threads);
+  cp_.k = &kernels_for(opt.isa);
+  cp_.pool = pool_.get();
+  act_ = Activation{c.config().situ, c.config().situ_beta, c.config().situ_linear_beta};
+  store_ = std::make_unique<ExpertStore>(c, opt.store);
+  fingerprint_ = c.fingerprint();
+}
+
+Model::~Model() = default;
+
+Session Model::new_session(int64_t ctx) const {
+  if (ctx < 1) fail<UsageError>("context length must be at least 1, not {}", ctx);
+  return Session(config(), fingerprint_, ctx);
+}
+
+void Model::check_input(const Session& s, std::span<const int32_t> tokens,
+                        std::span<const EmbeddingOverride> embeds) const {
+  if (s.model_fingerprint() != fingerprint_)
+    fail<UsageError>("the session belongs to a different model");
+  if (s.broken) fail<UsageError>("the session is unusable after a failed step; restore a snapshot");
+  if (tokens.empty()) fail<UsageError>("no tokens to process (empty prompt)");
+  for (size_t i = 0; i < tokens.size(); i++)
+    if (tokens[i] < 0 || tokens[i] >= config().vocab)
+      fail<UsageError>("token id {} at index {} is out of range (vocabulary has {} ids)", tokens[i],
+                       i, config().vocab);
+  if ((int64_t)tokens.size() > s.room())
+    fail<UsageError>("context length exceeded: {} tokens in the session + {} new > {}", s.pos(),
+                     tokens.size(), s.ctx());
+  for (size_t i = 0; i < embeds.size(); i++) {
+    const EmbeddingOverride& e = embeds[i];
+    if (e.index < 0 || e.index >= (int64_t)tokens.size() || !e.row)
+      fail<UsageError>("embedding override {} names position {} of {} (or has no row)", i, e.index,
+                       tokens.size());
+    if (i > 0 && e.index <= embeds[i - 1].index)
+      fail<UsageError>("embedding overrides must be in increasing position order (index {})", i);
+  }
+}
+
+void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits,
+                    std::span<const EmbeddingOverride> embeds) {
+  check_input(s, tokens, embeds);
+  std::vector<EmbeddingOverride> local;  // one chunk's overrides, re-based to the chunk
+  size_t next = 0;
+  try {
+    for (size_t at = 0; at < tokens.size(); at += (size_t)opt_.chunk) {
+      size_t n = std::min(tokens.size() - at, (size_t)opt_.chunk);
+      bool last = at + n == tokens.size();
+      local.clear();
+      for (; next < embeds.size() && embeds[next].index < (int64_t)(at + n); next++)
+        local.push_back({embeds[next].index - (int64_t)at, embeds[next].row});
+      run_chunk(s, tokens.subspan(at, n), last ? logits : nullptr, local);
+    }
+  } catch (...) {
+    s.broken = true;
+    throw;
+  }
+}
+
+void Model::attention(int layer, Session& s, Chunk& ch, const float* h, float* out) {
+  if (w_.layers[layer].kda)
+    kda(layer, s, ch.T, h, out);
+  else
+    mla(layer, s, ch.T, h, out);
+}
+
+void Model::ffn(int layer, Chunk& ch, const float* u, float* out) {
+  if (w_.layers[layer].moe) {
+    moe(layer, ch.T, u, out);
+    return;
+  }
+  // A dense layer before the first MoE layer still predicts it: otherwise every token would
+  // start that layer with all of its experts to read.
+  if (ch.T == 1) {
+    std::vector<int> next = predict_next(layer, u);
+    if (!next.empty()) store_->prefetch(layer + 1, next);
+  }
+  dense_ffn(w_.layers[layer].dense, ch.T, u, out);
+}
+
+void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,
+                      std::span<const EmbeddingOverride> embeds) {
+  const ModelConfig& c = config();
+  const int64_t T = (int64_t)tokens.size(), hid = c.hidden;
+  const bool ar = c.attn_res_block > 0;
+  Chunk ch;
+  ch.T = T;
+  ch.x.resize(T * hid);
+  ch.h.resize(T * hid);
+  ch.a.resize(T * hid);
+  for (int64_t t = 0; t < T; t++) c_.embedding_row(tokens[t], &ch.x[t * hid]);
+  for (const EmbeddingOverride& e : embeds)
+    std::copy(e.row, e.row + hid, ch.x.begin() + e.index * hid);
+  auto each = [&](auto&& fn) {
+    for (int64_t t = 0; t < T; t++) fn(t * hid);
+  };
+  auto mix = [&](const float* norm, const float* proj) {  // x <- AR(B, p)
+    std::vector<const float*> b(ch.blocks.size());
+    each([&](int64_t o) {
+      for (size_t i = 0; i < b.size(); i++) b[i] = ch.blocks[i].data() + o;
+      attn_res(b, &ch.p[o], norm, proj, hid, c.rms_eps, &ch.x[o]);
+    });
+  };
+  for (int l = 0; l < c.n_layers; l++) {
+    const LayerWeights& w = w_.layers[l];
+    if (ar) {
+      ch.p = ch.x;
+      if (!ch.blocks.empty()) mix(w.attn_res_norm, w.attn_res_proj);
+      if (l % c.attn_res_block == 0) {
+        ch.blocks.push_back(ch.p);
+        ch.p_empty = true;
+      }
+    }
+    each([&](int64_t o) { rmsnorm(&ch.x[o], w.input_norm, hid, c.rms_eps, &ch.h[o]); });
+    attention(l, s, ch, ch.h.data(), ch.a.data());
+    if (ar) {
+      if (ch.p_empty)
+        ch.p = ch.a;
+      else
+        for (int64_t i = 0; i < T * hid; i++) ch.p[i] += ch.a[i];
+      ch.p_empty = false;
+      mix(w.mlp_res_norm, w.mlp_res_proj);
+    } else {
+      for (int64_t i = 0; i < T * hid; i++) ch.x[i] += ch.a[i];
+    }
+    each([&](int64_t o) { rmsnorm(&ch.x[o], w.post_norm, hid, c.rms_eps, &ch.h[o]); });
+    ffn(l, ch, ch.h.data(), ch.a.data());
+    float* target = ar ? ch.p.data() : ch.x.data();
+    for (int64_t i = 0; i < T * hid; i++) target[i] += ch.a[i];
+    if (ar) ch.x = ch.p;
+  }
+  s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+  if (!logits) return;
+  float* last = &ch.x[(T - 1) * hid];
+  if (ar && !ch.blocks.empty()) {
+    std::vector<const float*> b;
+    for (auto& blk : ch.blocks) b.push_back(blk.data() + (T - 1) * hid);
+    attn_res(b, last, w_.out_res_norm, w_.out_res_proj, hid, c.rms_eps, last);
+  }
+  logits_of(last, logits);
+}
+
+void Model::logits_of(const float* x, float* logits) {
+  std::vector<float> h(config().hidden);
+  rmsnorm(x, w_.final_norm, config().hidden, config().rms_eps, h.data());
+  cp_.linear(w_.lm_head, h.data(), 1, logits);
+}
+
+}  // namespace waste

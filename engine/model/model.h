@@ -1,0 +1,95 @@
+// A loaded model: the container's weights resolved for the forward pass, the kernels and the
+// thread pool. Immutable after construction except for the expert store's cache and counters;
+// per-conversation state lives in Session.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/experts/expert_store.h"
+#include "engine/format/container.h"
+#include "engine/kernels/ops.h"
+#include "engine/model/layer_weights.h"
+#include "engine/model/session.h"
+
+namespace waste {
+
+struct ModelOptions {
+  int threads = 0;    // 0 = one per hardware thread
+  int chunk = 64;     // prompt tokens per prefill pass
+  int lookahead = 6;  // next-layer experts prefetched during decode; 0 disables
+  Isa isa = detect_isa();
+  StoreOptions store;
+};
+
+// A position whose input embedding the caller supplies instead of a row of the embedding table
+// (an image's tower output). `index` counts from the start of the tokens handed to forward();
+// `row` holds `hidden` floats and must stay valid for the call.
+struct EmbeddingOverride {
+  int64_t index = 0;
+  const float* row = nullptr;
+};
+
+// How well the next layer's router, run one layer early, predicted the real routing.
+struct LookaheadStats {
+  uint64_t predicted = 0;  // experts prefetched on a prediction
+  uint64_t correct = 0;    // of which the real router then chose
+};
+
+class Model {
+ public:
+  Model(const Container& c, const ModelOptions& opt = {});
+  ~Model();
+
+  const ModelConfig& config() const { return c_.config(); }
+  const Container& container() const { return c_; }
+  uint64_t fingerprint() const { return fingerprint_; }
+  int threads() const { return pool_->size(); }
+  ExpertStats expert_stats() const { return store_->stats(); }
+  const LookaheadStats& lookahead_stats() const { return lookahead_; }
+  const ModelOptions& options() const { return opt_; }
+
+  Session new_session(int64_t ctx) const;
+
+  // Feeds `tokens` after the session's history (in chunks) and writes the logits of the last
+  // one (vocab floats) when `logits` is not null. Bad input (empty, ids out of range, no room)
+  // throws UsageError and leaves the session as it was. `embeds` (strictly increasing indexes)
+  // replace the table rows of those positions; their token ids still enter the history. An empty
+  // list is the plain text path, bit for bit.
+  void forward(Session& s, std::span<const int32_t> tokens, float* logits,
+               std::span<const EmbeddingOverride> embeds = {});
+
+  // The compute threads, for work outside the layer stack (the vision tower) on the same thread
+  // that calls forward().
+  ThreadPool& pool() const { return *pool_; }
+
+ private:
+  struct Chunk;
+  void check_input(const Session& s, std::span<const int32_t> tokens,
+                   std::span<const EmbeddingOverride> embeds) const;
+  void run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,
+                 std::span<const EmbeddingOverride> embeds);
+  void attention(int layer, Session& s, Chunk& ch, const float* h, float* out);
+  void ffn(int layer, Chunk& ch, const float* u, float* out);
+  void kda(int layer, Session& s, int64_t T, const float* u, float* out);
+  void mla(int layer, Session& s, int64_t T, const float* u, float* out);
+  void dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out);
+  void moe(int layer, int64_t T, const float* u, float* out);
+  void logits_of(const float* x, float* logits);
+  std::vector<int> predict_next(int layer, const float* u);
+
+  const Container& c_;
+  ModelOptions opt_;
+  ModelWeights w_;
+  std::unique_ptr<ThreadPool> pool_;
+  Compute cp_;
+  Activation act_;
+  std::unique_ptr<ExpertStore> store_;
+  uint64_t fingerprint_ = 0;
+  LookaheadStats lookahead_;
+  std::vector<int> predicted_;  // for the layer after the one just routed
+};
+
+}  // namespace waste

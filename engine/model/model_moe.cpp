@@ -1,0 +1,183 @@
+// The routed MoE block (docs/MODEL.md §6) and the dense FFN. A chunk routes every token first,
+// then reads each distinct expert once and applies it to every token that chose it; per-token
+// sums run in selection order, so a chunk computes exactly what token-by-token decode does.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/base/error.h"
+#include "engine/model/model.h"
+
+namespace waste {
+
+namespace {
+
+struct Route {
+  std::vector<int> ids;        // selection order
+  std::vector<float> weights;  // after renormalization and scaling
+};
+
+// Sigmoid scores; the correction bias only ranks; ties go to the lowest id.
+Route route(const ModelConfig& c, const float* logits, const float* bias) {
+  const int E = c.n_experts, K = c.top_k;
+  std::vector<float> score(E), rank(E);
+  for (int e = 0; e < E; e++) {
+    score[e] = sigmoid(logits[e]);
+    rank[e] = score[e] + (bias ? bias[e] : 0.0f);
+  }
+  Route r;
+  std::vector<bool> taken(E, false);
+  for (int j = 0; j < K; j++) {
+    int best = -1;
+    for (int e = 0; e < E; e++)
+      if (!taken[e] && (best < 0 || rank[e] > rank[best])) best = e;
+    taken[best] = true;
+    r.ids.push_back(best);
+    r.weights.push_back(score[best]);
+  }
+  if (c.renormalize && K > 1) {
+    float sum = 0.0f;
+    for (float w : r.weights) sum += w;
+    for (float& w : r.weights) w /= (sum + 1e-20f);
+  }
+  for (float& w : r.weights) w *= c.routed_scale;
+  return r;
+}
+
+}  // namespace
+
+void Model::dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out) {
+  const int64_t inter = w.gate.rows;
+  std::vector<float> g(T * inter), up(T * inter);
+  cp_.linear(w.gate, u, T, g.data());
+  cp_.linear(w.up, u, T, up.data());
+  for (size_t i = 0; i < g.size(); i++) g[i] = act_(g[i], up[i]);
+  cp_.linear(w.down, g.data(), T, out);
+}
+
+void Model::moe(int layer, int64_t T, const float* u, float* out) {
+  const ModelConfig& c = config();
+  const MoeWeights& w = w_.layers[layer].moe_w;
+  const ExpertQuant& q = c_.manifest().quant;
+  const int64_t E = c.n_experts, K = c.top_k, width = c.expert_in(), inter = c.moe_inter;
+  const int64_t hid = c.hidden;
+  const int64_t book = (int64_t)q.stages * q.entries;
+  const int64_t base = c_.manifest().banks.at(layer).codebook_base;
+
+  std::vector<float> logits(T * E);
+  cp_.linear(w.router, u, T, logits.data());
+  std::vector<Route> routes;
+  for (int64_t t = 0; t < T; t++) routes.push_back(route(c, logits.data() + t * E, w.bias));
+  if (T == 1 && !predicted_.empty()) {
+    for (int e : predicted_)
+      lookahead_.correct += std::count(routes[0].ids.begin(), routes[0].ids.end(), e);
+    predicted_.clear();
+  }
+  // The next layer's likely experts, read behind this layer's own so they arrive while it computes.
+  std::vector<int> next = T == 1 ? predict_next(layer, u) : std::vector<int>{};
+
+  // Who uses which expert: distinct ids ascending, each with its (token, slot) pairs.
+  std::vector<int> distinct;
+  for (const Route& r : routes) distinct.insert(distinct.end(), r.ids.begin(), r.ids.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+
+  // Everything below that needs no expert record runs while the misses are being read.
+  std::vector<float> xi_buf;
+  const float* xi = u;
+  const int64_t nv = width / kVqDim;
+  std::vector<float> lut_gate(T * nv * book), lut_up(T * nv * book), shared;
+  VqBooks gate_books = c_.books(base, 0), up_books = c_.books(base, 1);
+  VqBooks down_books = c_.books(base, 2);
+  auto expert_free_work = [&] {
+    if (c.latent > 0) {
+      xi_buf.resize(T * width);
+      cp_.linear(w.latent_down, u, T, xi_buf.data());
+      xi = xi_buf.data();
+    }
+    // Gate and up tables per token: the codebooks are per layer, so every expert shares them.
+    for (int64_t t = 0; t < T; t++) {
+      pool_->parallel_for(nv, 8, [&](int64_t b, int64_t e) {
+        cp_.k->vq_lut(gate_books, xi + t * width + b * kVqDim, e - b,
+                      &lut_gate[(t * nv + b) * book]);
+        cp_.k->vq_lut(up_books, xi + t * width + b * kVqDim, e - b, &lut_up[(t * nv + b) * book]);
+      });
+    }
+    if (w.has_shared) {
+      shared.resize(T * hid);
+      dense_ffn(w.shared, T, u, shared.data());
+    }
+  };
+
+  std::vector<float> y(T * K * width);  // per token and slot
+  const int64_t nv_down = inter / kVqDim;
+  std::vector<float> g(inter), up(inter), lut_down(nv_down * book);
+  store_->fetch(
+      layer, distinct,
+      [&](size_t i, const ExpertView& ev) {
+        for (int64_t t = 0; t < T; t++) {
+          const Route& r = routes[t];
+          for (int64_t j = 0; j < K; j++) {
+            if (r.ids[j] != distinct[i]) continue;
+            pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
+              cp_.k->vq_rows(&lut_gate[t * nv * book], q.stages, q.entries, ev.gate, g.data(), b,
+                             e);
+              cp_.k->vq_rows(&lut_up[t * nv * book], q.stages, q.entries, ev.up, up.data(), b, e);
+              for (int64_t x = b; x < e; x++) g[x] = act_(g[x], up[x]);
+            });
+            pool_->parallel_for(nv_down, 8, [&](int64_t b, int64_t e) {
+              cp_.k->vq_lut(down_books, g.data() + b * kVqDim, e - b, &lut_down[b * book]);
+            });
+            float* yj = &y[(t * K + j) * width];
+            pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
+              cp_.k->vq_rows(lut_down.data(), q.stages, q.entries, ev.down, yj, b, e);
+            });
+          }
+        }
+      },
+      layer + 1, next, expert_free_work);
+
+  std::vector<float> sum(T * width, 0.0f);
+  for (int64_t t = 0; t < T; t++) {
+    float* st = &sum[t * width];
+    for (int64_t j = 0; j < K; j++) {
+      const float* yj = &y[(t * K + j) * width];
+      float wj = routes[t].weights[j];
+      for (int64_t x = 0; x < width; x++) st[x] = std::fma(wj, yj[x], st[x]);
+    }
+  }
+  if (c.latent > 0) {
+    if (w.latent_norm)
+      for (int64_t t = 0; t < T; t++)
+        rmsnorm(&sum[t * width], w.latent_norm, width, c.rms_eps, &sum[t * width]);
+    cp_.linear(w.latent_up, sum.data(), T, out);
+  } else {
+    std::copy(sum.begin(), sum.end(), out);
+  }
+  for (size_t i = 0; i < shared.size(); i++) out[i] += shared[i];
+}
+
+// Runs the next layer's (resident) router on this layer's MoE input: its likely experts, to be
+// prefetched. The real router still decides.
+std::vector<int> Model::predict_next(int layer, const float* u) {
+  const ModelConfig& c = config();
+  int next = layer + 1;
+  if (opt_.lookahead <= 0 || next >= c.n_layers || !w_.layers[next].moe) return {};
+  const MoeWeights& w = w_.layers[next].moe_w;
+  std::vector<float> logits(c.n_experts);
+  cp_.linear(w.router, u, 1, logits.data());
+  std::vector<int> order(c.n_experts);
+  for (int e = 0; e < c.n_experts; e++) {
+    order[e] = e;
+    logits[e] = sigmoid(logits[e]) + (w.bias ? w.bias[e] : 0.0f);
+  }
+  int n = std::min(opt_.lookahead, c.n_experts);
+  std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  predicted_.assign(order.begin(), order.begin() + n);
+  lookahead_.predicted += (uint64_t)n;
+  return predicted_;
+}
+
+}  // namespace waste

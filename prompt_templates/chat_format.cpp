@@ -1,0 +1,122 @@
+#include "prompt_templates/chat_format.h"
+
+#include <algorithm>
+
+#include "engine/base/error.h"
+#include "engine/base/rng.h"
+#include "prompt_templates/k3/k3_markup.h"
+#include "prompt_templates/k3/k3_reply_grammar.h"
+#include "prompt_templates/k3/k3_reply_parser.h"
+#include "prompt_templates/k3/k3_template.h"
+#include "prompt_templates/kimi_linear/kimi_linear_markup.h"
+#include "prompt_templates/kimi_linear/kimi_linear_reply_parser.h"
+#include "prompt_templates/kimi_linear/kimi_linear_template.h"
+#include "prompt_templates/raw_template.h"
+#include "prompt_templates/reply_grammar.h"
+#include "prompt_templates/segments.h"
+
+namespace waste {
+
+ChatFormat::ChatFormat(const Tokenizer& tok, std::optional<int32_t> eos, ChatDefaults defaults)
+    : tok_(tok), defaults_(std::move(defaults)) {
+  bool k3_markers = tok.find_special(k3::kOpen) && tok.find_special(k3::kSep);
+  bool im_markers =
+      std::all_of(kimi_linear_markers().begin(), kimi_linear_markers().end(),
+                  [&](std::string_view m) { return tok.find_special(m).has_value(); });
+  family_ = k3_markers ? ChatFamily::kK3 : im_markers ? ChatFamily::kKimiLinear : ChatFamily::kRaw;
+  for (std::string_view end : {k3::kEndOfMsg, kimi_linear::kEnd})
+    if (auto id = tok.find_special(end)) end_ids_.push_back(*id);
+  if (eos && *eos > 0 && std::find(end_ids_.begin(), end_ids_.end(), *eos) == end_ids_.end())
+    end_ids_.push_back(*eos);
+}
+
+const char* ChatFormat::family_name() const {
+  switch (family_) {
+    case ChatFamily::kK3:
+      return "k3";
+    case ChatFamily::kKimiLinear:
+      return "kimi-linear";
+    case ChatFamily::kRaw:
+      return "raw";
+  }
+  return "?";
+}
+
+std::vector<Segment> ChatFormat::family_segments(const Conversation& c, bool generation_prompt,
+                                                 const ImagePrompts& image_prompts) const {
+  if (family_ == ChatFamily::kK3) {
+    K3RenderOptions o;
+    o.default_thinking = defaults_.thinking;
+    o.default_effort = defaults_.effort;
+    o.add_generation_prompt = generation_prompt;
+    if (image_prompts) {
+      o.image_prompts = *image_prompts;
+      o.text_placeholders_take_images = false;  // only image parts get media blocks
+    }
+    return render_k3(c, o);
+  }
+  if (image_prompts && !image_prompts->empty())
+    fail<UsageError>("messages: this model's chat format does not take images");
+  if (family_ == ChatFamily::kKimiLinear) {
+    KimiLinearRenderOptions o;
+    o.add_generation_prompt = generation_prompt;
+    return render_kimi_linear(c, o);
+  }
+  return render_raw(c);
+}
+
+std::vector<Segment> ChatFormat::segments(const Conversation& c,
+                                          const ImagePrompts& image_prompts) const {
+  return family_segments(c, defaults_.generation_prompt, image_prompts);
+}
+
+RenderedPrompt ChatFormat::render(const Conversation& c, const ImagePrompts& image_prompts) const {
+  RenderedPrompt p;
+  for (int id : tokenize_segments(tok_, family_segments(c, true, image_prompts)))
+    p.ids.push_back(id);
+  if (family_ != ChatFamily::kRaw) {
+    std::vector<int> history = tokenize_segments(tok_, family_segments(c, false, image_prompts));
+    if (history.size() < p.ids.size() && std::equal(history.begin(), history.end(), p.ids.begin()))
+      p.boundary = history.size();
+  }
+  if (family_ == ChatFamily::kK3) {
+    K3RenderOptions o;
+    o.default_thinking = defaults_.thinking;
+    p.thinking = k3_thinking(c, o);
+  }
+  return p;
+}
+
+std::unique_ptr<ReplyParser> ChatFormat::parser(bool thinking, uint64_t seed) const {
+  if (family_ == ChatFamily::kK3) {
+    K3ReplyOptions o;
+    o.thinking = thinking;
+    return std::make_unique<K3ReplyParser>(tok_, o, Rng(seed));
+  }
+  return std::make_unique<TextReplyParser>(tok_, end_ids_);
+}
+
+std::shared_ptr<const Grammar> ChatFormat::reply_grammar(const Conversation& c,
+                                                         bool thinking) const {
+  if (family_ == ChatFamily::kK3) return k3_reply_grammar(c, thinking);
+  if (c.response_format.kind == ResponseFormat::Kind::kText) return nullptr;
+  auto g = std::make_shared<Grammar>();
+  int value = response_value(*g, c.response_format);
+  // Kimi-Linear's turn ends with its end marker; raw text has no end token of its own, so the
+  // reply ends when the value is complete.
+  g->root = family_ == ChatFamily::kKimiLinear
+                ? g->seq({value, g->literal(std::string(kimi_linear::kEnd))})
+                : value;
+  return g;
+}
+
+std::vector<int32_t> ChatFormat::forced_tool_call(const Conversation& c, bool thinking) const {
+  if (family_ != ChatFamily::kK3) return {};
+  std::string markup = k3_forced_opening(c, thinking);
+  std::vector<int32_t> ids;
+  if (!markup.empty())
+    for (int id : tok_.encode_markup(markup)) ids.push_back(id);
+  return ids;
+}
+
+}  // namespace waste

@@ -1,0 +1,82 @@
+// The one place a model family is chosen and dispatched to. A ChatFormat is made from the
+// tokenizer (the family is whichever markers its specials hold: K3's XTML, Kimi-Linear's K2-style
+// turns, else raw text) and answers every family question: how a Conversation becomes prompt
+// tokens (and where its last complete message ends, for snapshots), which parser reads the
+// reply, which grammar a structured reply follows, which tokens open a forced tool call, and
+// which tokens end a turn. The daemon and every CLI command go through it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer/tokenizer.h"
+#include "prompt_templates/reply_parser.h"
+#include "prompt_templates/segments.h"
+#include "protocol/constraint/grammar.h"
+#include "protocol/conversation.h"
+
+namespace waste {
+
+enum class ChatFamily { kK3, kKimiLinear, kRaw };
+
+struct RenderedPrompt {
+  std::vector<int32_t> ids;
+  size_t boundary = 0;  // tokens up to the end of the last complete message (a snapshot point)
+  bool thinking = false;
+};
+
+struct ChatDefaults {
+  bool thinking = true;           // K3: when the request does not say
+  std::string effort = "max";     // K3: when thinking and the request names no effort
+  bool generation_prompt = true;  // end the prompt with the assistant's opening
+};
+
+class ChatFormat {
+ public:
+  // `eos` is the model's end-of-sequence id (none: the config names none).
+  ChatFormat(const Tokenizer& tok, std::optional<int32_t> eos, ChatDefaults defaults);
+
+  ChatFamily family() const { return family_; }
+  const char* family_name() const;
+  const Tokenizer& tokenizer() const { return tok_; }
+
+  // The prompt for `c`. `image_prompts` holds one media block (k3_image_prompt) per image part,
+  // in order: each block's <|media_pad|> is one id here, for the caller to widen to the image's
+  // positions; without them an image part renders as K3's placeholder token, and a family
+  // without images refuses image parts. Throws UsageError naming the field the format cannot
+  // carry.
+  using ImagePrompts = std::optional<std::vector<std::string>>;
+  RenderedPrompt render(const Conversation& c, const ImagePrompts& image_prompts = {}) const;
+  // The segments of the prompt (with the generation prompt unless the defaults say otherwise),
+  // for `waste render`.
+  std::vector<Segment> segments(const Conversation& c,
+                                const ImagePrompts& image_prompts = {}) const;
+
+  // The parser of the reply to a prompt render() made (`thinking` from it); call ids come from
+  // `seed`.
+  std::unique_ptr<ReplyParser> parser(bool thinking, uint64_t seed) const;
+  // The grammar the reply must follow (response_format, a forced or required tool call), or
+  // null when it is free. Throws SchemaError for a schema that cannot be enforced and UsageError
+  // for a tool choice the format cannot carry.
+  std::shared_ptr<const Grammar> reply_grammar(const Conversation& c, bool thinking) const;
+  // For tool_choice naming a function: the tokens that open that call, which the caller writes
+  // in the model's place so the reply is that call (the reply grammar then covers the rest).
+  // Empty when the request names no function or the format has no tool calls.
+  std::vector<int32_t> forced_tool_call(const Conversation& c, bool thinking) const;
+  // Ids that end the assistant's turn: the family's end-of-message token and eos.
+  const std::vector<int32_t>& end_ids() const { return end_ids_; }
+
+ private:
+  std::vector<Segment> family_segments(const Conversation& c, bool generation_prompt,
+                                       const ImagePrompts& image_prompts) const;
+
+  const Tokenizer& tok_;
+  ChatFamily family_;
+  ChatDefaults defaults_;
+  std::vector<int32_t> end_ids_;
+};
+
+}  // namespace waste

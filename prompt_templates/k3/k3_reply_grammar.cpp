@@ -1,0 +1,117 @@
+#include "prompt_templates/k3/k3_reply_grammar.h"
+
+#include <fmt/format.h>
+
+#include "engine/base/error.h"
+#include "prompt_templates/k3/k3_markup.h"
+#include "prompt_templates/reply_grammar.h"
+
+namespace waste {
+namespace {
+
+using k3::close_tag;
+using k3::open_tag;
+
+// `<|open|>call tool="NAME" index="1"<|sep|>`: the opening of the reply's first call.
+std::string call_opening(const std::string& name) {
+  return fmt::format("{}{} tool=\"{}\" index=\"1\"{}", k3::kOpen, k3::kCall, name, k3::kSep);
+}
+
+// What follows a call's arguments: the call, the tools element and the message end.
+std::string after_call() {
+  return close_tag(k3::kCall) + close_tag(k3::kTools) + k3::message_end();
+}
+
+// Free reasoning text (no special tokens), then the think channel closes and the response opens.
+std::vector<int> think_channel(Grammar& g) {
+  GrammarNode reasoning;
+  reasoning.kind = GrammarNode::Kind::kString;
+  reasoning.raw = true;
+  return {g.add(std::move(reasoning)), g.literal(k3::think_to_response())};
+}
+
+const Tool& named_tool(const Conversation& c, size_t* index) {
+  for (size_t i = 0; i < c.tools.size(); ++i)
+    if (c.tools[i].name == c.tool_choice.name) {
+      *index = i;
+      return c.tools[i];
+    }
+  fail<UsageError>("tool_choice.function.name: no tool named '{}' in tools", c.tool_choice.name);
+}
+
+std::shared_ptr<Grammar> named_call(const Conversation& c) {
+  auto g = std::make_shared<Grammar>();
+  size_t i = 0;
+  const Tool& t = named_tool(c, &i);
+  int args = tool_arguments(*g, t, i, k3_argument_spelling());
+  g->root = g->seq({args, g->literal(after_call())});
+  return g;
+}
+
+// Required: the reply may think and write text, then must call one of the declared tools.
+std::shared_ptr<Grammar> required_call(const Conversation& c, bool thinking) {
+  if (c.tools.empty()) fail<UsageError>("tool_choice: \"required\" needs at least one tool");
+  auto g = std::make_shared<Grammar>();
+  std::vector<int> parts = thinking ? think_channel(*g) : std::vector<int>{};
+  GrammarNode text;
+  text.kind = GrammarNode::Kind::kString;
+  text.raw = true;
+  parts.push_back(g->add(std::move(text)));
+  parts.push_back(g->literal(close_tag(k3::kResponse) + open_tag(k3::kTools) +
+                             fmt::format("{}{} tool=\"", k3::kOpen, k3::kCall)));
+  GrammarNode calls;
+  calls.kind = GrammarNode::Kind::kUnion;
+  for (size_t i = 0; i < c.tools.size(); ++i) {
+    int args = tool_arguments(*g, c.tools[i], i, k3_argument_spelling());
+    calls.children.push_back(
+        g->seq({g->literal(c.tools[i].name + "\" index=\"1\"" + std::string(k3::kSep)), args}));
+  }
+  parts.push_back(g->add(std::move(calls)));
+  parts.push_back(g->literal(after_call()));
+  g->root = g->seq(parts);
+  return g;
+}
+
+std::shared_ptr<Grammar> response_format(const Conversation& c, bool thinking) {
+  auto g = std::make_shared<Grammar>();
+  int value = response_value(*g, c.response_format);
+  std::vector<int> parts = thinking ? think_channel(*g) : std::vector<int>{};
+  parts.push_back(value);
+  parts.push_back(g->literal(close_tag(k3::kResponse) + k3::message_end()));
+  g->root = g->seq(parts);
+  return g;
+}
+
+}  // namespace
+
+const TypedArgumentSpelling& k3_argument_spelling() {
+  static const TypedArgumentSpelling s{
+      [](const std::string& name) {
+        return fmt::format("{}{} key=\"{}\"", k3::kOpen, k3::kArgument, name);
+      },
+      [](std::string_view type) { return fmt::format(" type=\"{}\"{}", type, k3::kSep); },
+      close_tag(k3::kArgument),
+      "\"&<",
+  };
+  return s;
+}
+
+std::shared_ptr<const Grammar> k3_reply_grammar(const Conversation& c, bool thinking) {
+  if (c.tool_choice.kind == ToolChoice::Kind::kNamed) return named_call(c);
+  if (c.tool_choice.kind == ToolChoice::Kind::kRequired) return required_call(c, thinking);
+  if (c.response_format.kind == ResponseFormat::Kind::kText) return nullptr;
+  return response_format(c, thinking);
+}
+
+std::string k3_forced_opening(const Conversation& c, bool thinking) {
+  if (c.tool_choice.kind != ToolChoice::Kind::kNamed) return "";
+  if (!is_function_name(c.tool_choice.name))
+    fail<UsageError>("tool_choice.function.name: '{}' is not a valid function name",
+                     c.tool_choice.name);
+  // Leave the think channel (if the prompt opened it) and the response channel, open the call.
+  std::string markup = thinking ? k3::think_to_response() : "";
+  return markup + close_tag(k3::kResponse) + open_tag(k3::kTools) +
+         call_opening(c.tool_choice.name);
+}
+
+}  // namespace waste

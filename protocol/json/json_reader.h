@@ -1,0 +1,83 @@
+// The one reader of untrusted request bodies. A Field is a JSON value together with the path a
+// client would write for it (`messages[2].content[0].type`); every refusal is an ApiError (400)
+// whose message starts with that path and whose `param` is the path, so any API can answer it in
+// its own error shape and the client sees exactly which field was wrong.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <simdjson.h>
+
+namespace waste::json {
+
+class Field {
+ public:
+  Field(simdjson::dom::element e, std::string path) : e_(e), path_(std::move(path)) {}
+
+  const std::string& path() const { return path_; }
+  // "a string", "an object", ...: for messages that say what was sent instead.
+  std::string_view kind() const;
+  bool is_null() const { return e_.is_null(); }
+  bool is_string() const { return e_.is_string(); }
+  bool is_object() const { return e_.is_object(); }
+  bool is_array() const { return e_.is_array(); }
+  bool is_bool() const { return e_.is_bool(); }
+  bool is_number() const { return e_.is_number(); }
+
+  // The member `key` of this object; nullopt when it is absent or null (OpenAI clients use the
+  // two interchangeably). Refuses when this is not an object.
+  std::optional<Field> get(std::string_view key) const;
+  // Like get(), but "PATH.key: missing" when there is none.
+  Field required(std::string_view key) const;
+  // Whether the object has `key` at all, even as null.
+  bool has(std::string_view key) const;
+
+  std::string string() const;  // must be a string
+  bool boolean() const;        // must be true or false
+  // An integer in [lo, hi]; a number with a fraction or an exponent is refused.
+  int64_t integer(int64_t lo, int64_t hi) const;
+  // Any number in [lo, hi] (NaN never is).
+  double number(double lo, double hi) const;
+  std::vector<Field> items() const;                            // must be an array
+  std::vector<std::pair<std::string, Field>> members() const;  // must be an object
+  void expect_object() const;
+
+  // The value re-written as compact JSON, keys in their order, non-ASCII kept, every integer
+  // with its digits (Python's json.dumps with separators (",", ":")).
+  std::string compact_json() const;
+
+  // ApiError(400, "PATH: why", PATH).
+  [[noreturn]] void refuse(std::string_view why) const;
+
+  const simdjson::dom::element& element() const { return e_; }
+
+ private:
+  simdjson::dom::object object() const;  // refuses when this is not an object
+  std::string child_path(std::string_view key) const;
+
+  simdjson::dom::element e_;
+  std::string path_;
+};
+
+// A parsed body: owns the DOM its fields point into. Refuses (400) text that is not JSON or
+// whose top level is not an object.
+class Body {
+ public:
+  explicit Body(std::string_view text);
+  Body(const Body&) = delete;
+  Body& operator=(const Body&) = delete;
+
+  // The top-level object; its members' paths are their bare names.
+  Field root() const { return Field(root_, ""); }
+
+ private:
+  simdjson::dom::parser parser_;
+  simdjson::dom::element root_;
+};
+
+}  // namespace waste::json

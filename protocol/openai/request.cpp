@@ -1,0 +1,419 @@
+#include "protocol/openai/request.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "protocol/api_error.h"
+#include "protocol/json/json_reader.h"
+
+namespace waste {
+
+namespace {
+
+using json::Field;
+
+std::optional<std::string> get_string(const Field& obj, std::string_view key) {
+  std::optional<Field> f = obj.get(key);
+  if (!f) return std::nullopt;
+  return f->string();
+}
+
+// ---- the conversation ------------------------------------------------------------------------
+
+Tool parse_tool(const Field& f) {
+  f.expect_object();
+  // OpenAI nests the function under `function`; a flat declaration carries it itself.
+  Field fn = f.get("function").value_or(f);
+  Tool t;
+  Field name = fn.required("name");
+  t.name = name.string();
+  if (!is_function_name(t.name))
+    name.refuse(
+        fmt::format("'{}' is not a valid function name (letters, digits, _ - . only)", t.name));
+  t.description = get_string(fn, "description").value_or("");
+  if (std::optional<Field> p = fn.get("parameters")) t.parameters = p->compact_json();
+  t.declaration = f.compact_json();
+  return t;
+}
+
+std::vector<Tool> parse_tools(const Field& list) {
+  std::vector<Tool> out;
+  for (const Field& f : list.items()) out.push_back(parse_tool(f));
+  return out;
+}
+
+Role parse_role(const Field& msg) {
+  Field f = msg.required("role");
+  const std::string role = f.string();
+  if (role == "system" || role == "developer") return Role::kSystem;
+  if (role == "user") return Role::kUser;
+  if (role == "assistant") return Role::kAssistant;
+  if (role == "tool") return Role::kTool;
+  f.refuse(fmt::format("unknown role \"{}\" (expected system, developer, user, assistant or tool)",
+                       role));
+}
+
+// An image part's reference: the value under its type's key (or the other image key); for an
+// object, its url, else path, else data.
+std::string image_ref(const Field& part, const std::string& type) {
+  std::optional<Field> v = part.get(type);
+  if (!v) v = part.get(type == "image" ? "image_url" : "image");
+  if (!v)
+    throw ApiError(400, fmt::format("{}.{}: missing the image reference", part.path(), type),
+                   part.path() + "." + type);
+  if (v->is_string()) return v->string();
+  v->expect_object();
+  for (std::string_view k : {"url", "path", "data"})
+    if (std::optional<std::string> s = get_string(*v, k); s && !s->empty()) return *s;
+  throw ApiError(400, fmt::format("{}.url: missing the image reference", v->path()),
+                 v->path() + ".url");
+}
+
+ContentPart parse_part(const Field& part) {
+  part.expect_object();
+  Field type_field = part.required("type");
+  const std::string type = type_field.string();
+  ContentPart out;
+  if (type == "text") {
+    out.text = part.required("text").string();
+  } else if (type == "image_url" || type == "image") {
+    out.kind = ContentPart::Kind::kImage;
+    out.image_ref = image_ref(part, type);
+  } else {
+    type_field.refuse(fmt::format(
+        "unsupported content part type \"{}\" (expected text, image_url or image)", type));
+  }
+  return out;
+}
+
+MessageContent parse_content(const Field& msg) {
+  std::optional<Field> f = msg.get("content");
+  if (!f) return std::monostate{};
+  if (f->is_string()) return f->string();
+  if (!f->is_array())
+    f->refuse(
+        fmt::format("must be a string, an array of content parts or null, not {}", f->kind()));
+  std::vector<ContentPart> parts;
+  for (const Field& p : f->items()) parts.push_back(parse_part(p));
+  return parts;
+}
+
+ToolCall parse_tool_call(const Field& call) {
+  call.expect_object();
+  ToolCall out;
+  out.id = get_string(call, "id");
+  // OpenAI nests name and arguments under `function`; a flat call carries them itself.
+  Field fn = call.get("function").value_or(call);
+  out.name = fn.required("name").string();
+  if (std::optional<Field> args = fn.get("arguments")) {
+    if (args->is_string()) {
+      out.form = ToolCall::ArgumentsForm::kString;
+      out.arguments = args->string();
+    } else if (args->is_object()) {
+      out.form = ToolCall::ArgumentsForm::kObject;
+      out.arguments = args->compact_json();
+    } else {
+      args->refuse(fmt::format("must be a JSON string or an object, not {}", args->kind()));
+    }
+  }
+  return out;
+}
+
+ChatMessage parse_message(const Field& msg) {
+  msg.expect_object();
+  ChatMessage out;
+  out.role = parse_role(msg);
+  out.content = parse_content(msg);
+  out.name = get_string(msg, "name");
+  if (std::optional<Field> calls = msg.get("tool_calls")) {
+    std::vector<Field> items = calls->items();
+    if (!items.empty() && out.role != Role::kAssistant)
+      calls->refuse("only assistant messages carry tool calls");
+    for (const Field& c : items) out.tool_calls.push_back(parse_tool_call(c));
+  }
+  // The encoder's `reasoning_content or reasoning`.
+  std::optional<std::string> reasoning = get_string(msg, "reasoning_content");
+  std::optional<std::string> alias = get_string(msg, "reasoning");
+  out.reasoning_content = reasoning && !reasoning->empty() ? *reasoning : alias.value_or("");
+  out.tool_call_id = get_string(msg, "tool_call_id");
+  std::optional<std::string> id = get_string(msg, "id");
+  if (!out.tool_call_id && out.role == Role::kTool) out.tool_call_id = id;
+  out.tool = get_string(msg, "tool");
+  if (std::optional<Field> tools = msg.get("tools"); tools && out.role == Role::kSystem)
+    out.tools = parse_tools(*tools);
+  return out;
+}
+
+std::vector<ChatMessage> parse_messages(const Field& root) {
+  Field list = root.required("messages");
+  std::vector<Field> items = list.items();
+  if (items.empty()) list.refuse("must not be empty");
+  std::vector<ChatMessage> out;
+  for (const Field& m : items) out.push_back(parse_message(m));
+  return out;
+}
+
+ToolChoice parse_tool_choice(const Field& root) {
+  ToolChoice out;
+  std::optional<Field> f = root.get("tool_choice");
+  if (!f) return out;
+  if (f->is_string()) {
+    const std::string s = f->string();
+    if (s == "none")
+      out.kind = ToolChoice::Kind::kNone;
+    else if (s == "required")
+      out.kind = ToolChoice::Kind::kRequired;
+    else if (s != "auto")
+      f->refuse(fmt::format("unknown value \"{}\" (expected none, auto or required)", s));
+    return out;
+  }
+  f->expect_object();
+  std::optional<Field> type = f->get("type");
+  if (!type || type->string() != "function")
+    throw ApiError(400, "tool_choice.type: must be \"function\"", "tool_choice.type");
+  Field name = f->required("function").required("name");
+  out.kind = ToolChoice::Kind::kNamed;
+  out.name = name.string();
+  return out;
+}
+
+// json_schema.schema, else json_schema.json_schema, else json_schema itself (a key that is
+// present but null still counts, as dict.get does).
+std::string response_schema(const Field& rf) {
+  std::optional<Field> js = rf.get("json_schema");
+  if (!js) return "null";
+  if (!js->is_object()) return js->compact_json();
+  for (std::string_view key : {"schema", "json_schema"}) {
+    if (!js->has(key)) continue;
+    std::optional<Field> inner = js->get(key);
+    return inner ? inner->compact_json() : "null";
+  }
+  return js->compact_json();
+}
+
+ResponseFormat parse_response_format(const Field& root) {
+  ResponseFormat out;
+  std::optional<Field> f = root.get("response_format");
+  if (!f) return out;
+  std::optional<Field> type_field;
+  if (f->is_string()) {
+    type_field = f;
+  } else {
+    f->expect_object();
+    type_field = f->required("type");
+  }
+  const std::string type = type_field->string();
+  if (type == "text") return out;
+  if (type == "json_object") {
+    out.kind = ResponseFormat::Kind::kJsonObject;
+  } else if (type == "json_schema") {
+    out.kind = ResponseFormat::Kind::kJsonSchema;
+    out.schema = f->is_object() ? response_schema(*f) : "null";
+  } else {
+    type_field->refuse(
+        fmt::format("unknown type \"{}\" (expected text, json_object or json_schema)", type));
+  }
+  return out;
+}
+
+// `thinking` as a bool or as {"type": "enabled" | "disabled", ...}.
+std::optional<bool> thinking_switch(const Field& f) {
+  if (f.is_bool()) return f.boolean();
+  if (!f.is_object()) f.refuse(fmt::format("must be a boolean or an object, not {}", f.kind()));
+  std::optional<Field> type = f.get("type");
+  if (!type) return std::nullopt;
+  const std::string t = type->string();
+  if (t == "enabled") return true;
+  if (t == "disabled") return false;
+  type->refuse(fmt::format("unknown value \"{}\" (expected enabled or disabled)", t));
+}
+
+std::optional<bool> find_thinking(const Field& root, const std::optional<Field>& kwargs) {
+  if (kwargs)
+    for (std::string_view key : {"thinking", "enable_thinking"})
+      if (std::optional<Field> f = kwargs->get(key)) return f->boolean();
+  if (std::optional<Field> f = root.get("thinking"))
+    if (std::optional<bool> on = thinking_switch(*f)) return on;
+  if (std::optional<Field> f = root.get("enable_thinking")) return f->boolean();
+  return std::nullopt;
+}
+
+std::optional<Field> find_effort(const Field& root, const std::optional<Field>& kwargs) {
+  if (kwargs)
+    if (std::optional<Field> f = kwargs->get("thinking_effort")) return f;
+  for (std::string_view key : {"reasoning_effort", "thinking_effort"})
+    if (std::optional<Field> f = root.get(key)) return f;
+  for (std::string_view key : {"reasoning", "thinking"}) {
+    std::optional<Field> f = root.get(key);
+    if (f && f->is_object())
+      if (std::optional<Field> e = f->get("effort")) return e;
+  }
+  return std::nullopt;
+}
+
+void parse_thinking(const Field& root, Conversation& out) {
+  std::optional<Field> kwargs = root.get("chat_template_kwargs");
+  if (kwargs) kwargs->expect_object();
+  out.thinking = find_thinking(root, kwargs);
+  std::optional<Field> effort = find_effort(root, kwargs);
+  if (!effort) return;
+  const std::string given = effort->string();
+  std::string v = given;
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "none") {
+    out.thinking = false;  // an explicit "no reasoning" wins over a thinking switch
+  } else if (v == "low" || v == "high" || v == "max") {
+    out.thinking_effort = v;
+  } else if (v == "medium") {
+    effort->refuse(
+        "\"medium\" is not supported: K3's prompt mentions it but its encoder rejects it; use "
+        "low, high or max (or none to turn thinking off)");
+  } else {
+    effort->refuse(fmt::format("unknown effort \"{}\" (expected none, low, high or max)", given));
+  }
+}
+
+Conversation parse_conversation(const Field& root) {
+  Conversation out;
+  out.messages = parse_messages(root);
+  if (std::optional<Field> tools = root.get("tools")) out.tools = parse_tools(*tools);
+  out.tool_choice = parse_tool_choice(root);
+  out.response_format = parse_response_format(root);
+  parse_thinking(root, out);
+  return out;
+}
+
+// ---- generation parameters -------------------------------------------------------------------
+
+double number_or(const Field& root, std::string_view key, double def, double lo, double hi) {
+  std::optional<Field> f = root.get(key);
+  return f ? f->number(lo, hi) : def;
+}
+
+std::optional<int64_t> integer(const Field& root, std::string_view key, int64_t lo, int64_t hi) {
+  std::optional<Field> f = root.get(key);
+  if (!f) return std::nullopt;
+  return f->integer(lo, hi);
+}
+
+bool boolean_or(const Field& root, std::string_view key, bool def) {
+  std::optional<Field> f = root.get(key);
+  return f ? f->boolean() : def;
+}
+
+std::vector<std::string> parse_stops(const Field& root) {
+  std::optional<Field> f = root.get("stop");
+  if (!f) return {};
+  std::vector<std::string> out;
+  if (f->is_string()) {
+    out.push_back(f->string());
+  } else if (f->is_array()) {
+    for (const Field& s : f->items()) {
+      if (!s.is_string()) f->refuse("must be a string or a list of strings");
+      out.push_back(s.string());
+    }
+  } else {
+    f->refuse("must be a string or a list of strings");
+  }
+  if (out.size() > 4) f->refuse("at most 4 stop sequences");
+  for (const std::string& s : out)
+    if (s.empty()) f->refuse("stop sequences must not be empty");
+  return out;
+}
+
+std::vector<std::pair<int, float>> parse_logit_bias(const Field& root, int vocab) {
+  std::optional<Field> f = root.get("logit_bias");
+  if (!f) return {};
+  if (!f->is_object()) f->refuse("must be an object of token id to bias");
+  std::vector<std::pair<int, float>> out;
+  for (const auto& [key, v] : f->members()) {
+    size_t used = 0;
+    long id = -1;
+    try {
+      id = std::stol(key, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size() || id < 0 || (vocab > 0 && id >= vocab))
+      f->refuse(fmt::format("'{}' is not a token id of this model", key));
+    if (!v.is_number()) f->refuse(fmt::format("the bias of {} must be a number", key));
+    double b = v.number(-HUGE_VAL, HUGE_VAL);
+    if (!(b >= -100 && b <= 100)) f->refuse("biases must lie between -100 and 100");
+    out.push_back({(int)id, (float)b});
+  }
+  return out;
+}
+
+GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
+  GenerationParams g;
+  if (std::optional<std::string> m = get_string(root, "model")) g.model = *m;
+  SamplerParams& sp = g.sampler;
+  sp.temperature = (float)number_or(root, "temperature", 1.0, 0, 2);
+  sp.top_p = (float)number_or(root, "top_p", 1.0, 0, 1);
+  if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");
+  sp.top_k = (int)integer(root, "top_k", 0, 1 << 24).value_or(0);
+  sp.min_p = (float)number_or(root, "min_p", 0.0, 0, 1);
+  sp.presence_penalty = (float)number_or(root, "presence_penalty", 0, -2, 2);
+  sp.frequency_penalty = (float)number_or(root, "frequency_penalty", 0, -2, 2);
+  sp.repetition_penalty = (float)number_or(root, "repetition_penalty", 1, 0.01, 100);
+  if (auto seed = integer(root, "seed", INT64_MIN, INT64_MAX)) sp.seed = (uint64_t)*seed;
+  sp.logit_bias = parse_logit_bias(root, limits.vocab);
+  int64_t cap = limits.max_tokens_cap > 0 ? limits.max_tokens_cap : INT64_MAX;
+  g.max_tokens = integer(root, "max_completion_tokens", 1, cap);
+  if (!g.max_tokens) g.max_tokens = integer(root, "max_tokens", 1, cap);
+  if (std::optional<Field> n = root.get("n")) {
+    if (n->integer(INT64_MIN, INT64_MAX) != 1) n->refuse("only n = 1 is supported");
+  }
+  g.stop = parse_stops(root);
+  g.stream = boolean_or(root, "stream", false);
+  if (std::optional<Field> so = root.get("stream_options"))
+    g.include_usage = boolean_or(*so, "include_usage", false);
+  g.parallel_tool_calls = boolean_or(root, "parallel_tool_calls", true);
+  if (boolean_or(root, "logprobs", false))
+    throw ApiError(400, "logprobs: log probabilities are not supported", "logprobs");
+  return g;
+}
+
+}  // namespace
+
+ChatCompletionRequest parse_chat_completion(std::string_view body, const RequestLimits& limits) {
+  json::Body doc(body);
+  Field root = doc.root();
+  ChatCompletionRequest out;
+  out.conversation = parse_conversation(root);
+  out.params = parse_params(root, limits);
+  return out;
+}
+
+CompletionRequest parse_completion(std::string_view body, const RequestLimits& limits) {
+  json::Body doc(body);
+  Field root = doc.root();
+  CompletionRequest out;
+  out.params = parse_params(root, limits);
+  Field prompt = root.required("prompt");
+  if (prompt.is_string()) {
+    out.text = prompt.string();
+    return out;
+  }
+  if (!prompt.is_array())
+    prompt.refuse("must be a string, a list of one string, or a list of token ids");
+  std::vector<Field> items = prompt.items();
+  if (items.size() == 1 && items[0].is_string()) {
+    out.text = items[0].string();
+    return out;
+  }
+  for (const Field& id : items) {
+    if (!id.element().is_int64())
+      prompt.refuse("a list prompt must hold token ids (one prompt per request)");
+    int64_t v = int64_t(id.element().get_int64());
+    if (v < 0 || (limits.vocab > 0 && v >= limits.vocab))
+      prompt.refuse(fmt::format("token id {} is out of range", v));
+    out.ids.push_back((int32_t)v);
+  }
+  if (out.ids.empty()) prompt.refuse("must not be empty");
+  return out;
+}
+
+}  // namespace waste

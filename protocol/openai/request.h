@@ -1,0 +1,43 @@
+// The bodies of POST /v1/chat/completions and POST /v1/completions, parsed once into typed
+// values. Fields this server does not use (user, metadata, ...) are accepted and ignored; every
+// bad field is an ApiError (400) naming it, e.g. "messages[1].content[0].type: ...", with `param`
+// set to that path.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/conversation.h"
+#include "protocol/generation_params.h"
+
+namespace waste {
+
+struct RequestLimits {
+  int vocab = 0;               // logit_bias and prompt ids must lie below it (0: not checked)
+  int64_t max_tokens_cap = 0;  // 0: no cap beyond the context
+};
+
+struct ChatCompletionRequest {
+  Conversation conversation;
+  GenerationParams params;
+};
+
+// Thinking is read from `chat_template_kwargs.thinking` / `.enable_thinking`, then `thinking` (a
+// bool, or an object whose `type` is "enabled" / "disabled"), then `enable_thinking`. The effort
+// from `chat_template_kwargs.thinking_effort`, `reasoning_effort`, `thinking_effort`,
+// `reasoning.effort`, then `thinking.effort`: "none" turns thinking off; "medium" is refused
+// because K3's encoder rejects it although its prompt advertises it.
+ChatCompletionRequest parse_chat_completion(std::string_view body, const RequestLimits& limits);
+
+// /v1/completions: the prompt is text (a string or a list of one string) or token ids.
+struct CompletionRequest {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;
+  GenerationParams params;
+};
+CompletionRequest parse_completion(std::string_view body, const RequestLimits& limits);
+
+}  // namespace waste

@@ -1,0 +1,230 @@
+#include "server/api/api.h"
+
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/experts/planner.h"
+#include "protocol/json/json_writer.h"
+#include "protocol/openai/error.h"
+#include "protocol/openai/request.h"
+#include "protocol/openai/response.h"
+#include "server/api/chat_job.h"
+#include "server/api/openai_sink.h"
+
+namespace waste {
+
+namespace {
+
+constexpr const char* kJson = "application/json";
+// Request bodies are parsed, their images decoded and their prompts tokenized here; two threads
+// keep one large request from delaying every other.
+constexpr int kRequestThreads = 2;
+
+std::string random_id(const char* prefix) {
+  static thread_local std::mt19937_64 gen(std::random_device{}());
+  return fmt::format("{}{:016x}{:08x}", prefix, gen(), (uint32_t)gen());
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void send_api_error(http::ResponseWriter& w, const ApiError& e) {
+  std::map<std::string, std::string> extra;
+  if (e.status == 429) extra.emplace("Retry-After", "2");
+  if (e.status == 503) extra.emplace("Retry-After", "5");
+  w.send(e.status, kJson, openai_error_body(e), extra);
+}
+
+std::string api_error_body(const std::string&, const http::Refusal& r) {
+  return openai_refusal_body(r.status, r.message, r.code);
+}
+
+Api::Api(ServeOptions opt)
+    : opt_(std::move(opt)),
+      created_(unix_now()),
+      pool_(std::make_unique<RequestPool>(kRequestThreads)) {}
+
+Api::~Api() {
+  shutdown();
+  if (loader_.joinable()) loader_.join();
+}
+
+void Api::start_loading(std::function<void(const std::string&)> on_failure) {
+  loader_ = std::thread([this, on_failure] {
+    try {
+      load();
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard<std::mutex> lock(load_mu_);
+        load_error_ = e.what();
+      }
+      spdlog::error("could not load the model: {}", e.what());
+      on_failure(e.what());
+    }
+  });
+}
+
+void Api::load() {
+  spdlog::info("loading {}", opt_.model.empty() ? "the built-in demo model" : opt_.model);
+  model_ = std::make_unique<ServingModel>(opt_);
+  ready_ = true;
+  const ModelHost& h = model_->host;
+  spdlog::info("ready: {} ({} chat format, context {}, {} threads, budget {}, expert cache {})",
+               model_->id, model_->format.family_name(), h.ctx(), h.model().threads(),
+               human_bytes(h.budget().budget), human_bytes(h.budget().cache_bytes));
+}
+
+void Api::shutdown() {
+  if (ready_) model_->worker.stop();
+}
+
+void Api::register_routes(http::Server& s) {
+  auto bind = [this](void (Api::*f)(const http::Request&, Writer)) {
+    return [this, f](const http::Request& r, Writer w) { (this->*f)(r, std::move(w)); };
+  };
+  auto prepared = [this](void (Api::*f)(const std::string&, const Writer&)) {
+    return [this, f](const http::Request& r, Writer w) {
+      prepare(r, w,
+              [this, f](const std::string& body, const Writer& out) { (this->*f)(body, out); });
+    };
+  };
+  s.route("GET", "/health", bind(&Api::health));
+  s.route("GET", "/v1/models", bind(&Api::models));
+  s.route("GET", "/metrics", bind(&Api::metrics));
+  s.route("POST", "/v1/chat/completions", prepared(&Api::chat));
+  s.route("POST", "/v1/completions", prepared(&Api::completions));
+}
+
+bool Api::not_ready(const Writer& w) const {
+  if (ready_) return false;
+  send_api_error(*w, ApiError(503, "the model is still loading", "", "model_loading"));
+  return true;
+}
+
+void Api::prepare(const http::Request& r, const Writer& w,
+                  std::function<void(const std::string&, const Writer&)> work) {
+  if (not_ready(w)) return;
+  pool_->post([w, work = std::move(work), body = r.body] {
+    if (w->closed()) return;  // the client left while the request waited
+    try {
+      work(body, w);
+    } catch (const ApiError& e) {
+      send_api_error(*w, e);
+    } catch (const std::exception& e) {
+      spdlog::error("preparing a request failed: {}", e.what());
+      send_api_error(*w, ApiError(500, fmt::format("internal error: {}", e.what())));
+    }
+  });
+}
+
+void Api::submit(Job job) {
+  if (!model_->worker.submit(std::move(job))) {
+    if (model_->worker.stopping())
+      throw ApiError(503, "the server is shutting down", "", "shutting_down");
+    rejected_++;
+    throw ApiError(429, "the server is busy: too many requests are waiting; retry shortly", "",
+                   "queue_full");
+  }
+}
+
+void Api::health(const http::Request&, Writer w) {
+  JsonWriter j;
+  j.begin_object();
+  if (!ready_) {
+    std::lock_guard<std::mutex> lock(load_mu_);
+    j.key("status").value(load_error_.empty() ? "loading" : "error");
+    if (!load_error_.empty()) j.key("error").value(load_error_);
+    w->send(503, kJson, j.end_object().str(), {{"Retry-After", "5"}});
+    return;
+  }
+  const EngineWorker& worker = model_->worker;
+  j.key("status").value("ok").key("model").value(model_->id);
+  j.key("queue_depth").value((int64_t)worker.queue_depth()).key("busy").value(worker.busy());
+  w->send(200, kJson, j.end_object().str());
+}
+
+void Api::models(const http::Request&, Writer w) {
+  if (not_ready(w)) return;
+  w->send(200, kJson, models_json(model_->id, created_, model_->host.ctx()));
+}
+
+void Api::metrics(const http::Request&, Writer w) {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, double v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
+  };
+  metric("waste_ready", "gauge", "1 once the model is loaded", ready_ ? 1 : 0);
+  metric("waste_requests_rejected_total", "counter", "requests refused with 429 (queue full)",
+         (double)rejected_);
+  if (ready_) {
+    const EngineWorker& worker = model_->worker;
+    const WorkerCounters& c = worker.counters();
+    ExpertStats st = model_->host.model().expert_stats();
+    metric("waste_requests_total", "counter", "generation requests taken by the engine",
+           (double)c.requests);
+    metric("waste_requests_failed_total", "counter", "requests that failed in the engine",
+           (double)c.failed);
+    metric("waste_requests_cancelled_total", "counter", "requests whose client went away",
+           (double)c.cancelled);
+    metric("waste_prompt_tokens_total", "counter", "prompt tokens", (double)c.prompt_tokens);
+    metric("waste_cached_prompt_tokens_total", "counter", "prompt tokens restored from snapshots",
+           (double)c.cached_tokens);
+    metric("waste_completion_tokens_total", "counter", "generated tokens",
+           (double)c.completion_tokens);
+    double decode_s = (double)c.decode_micros / 1e6;
+    metric("waste_decode_tokens_per_second", "gauge", "generated tokens per second of decoding",
+           decode_s > 0 ? (double)c.completion_tokens / decode_s : 0);
+    metric("waste_queue_depth", "gauge", "requests waiting", (double)worker.queue_depth());
+    metric("waste_busy", "gauge", "1 while a request is generating", worker.busy() ? 1 : 0);
+    metric("waste_expert_cache_hits_total", "counter", "expert records found in RAM",
+           (double)st.hits);
+    metric("waste_expert_cache_misses_total", "counter", "expert records read from disk",
+           (double)st.misses);
+    metric("waste_expert_bytes_read_total", "counter", "bytes of expert records read",
+           (double)st.bytes_read);
+    metric("waste_prefix_snapshots", "gauge", "conversation snapshots kept for reuse",
+           (double)worker.prefix_cache().size());
+  }
+  w->send(200, "text/plain; version=0.0.4", out);
+}
+
+// POST /v1/chat/completions
+void Api::chat(const std::string& body, const Writer& w) {
+  const ServingModel& m = *model_;
+  ChatCompletionRequest req =
+      parse_chat_completion(body, {m.host.model().config().vocab, opt_.max_tokens});
+  check_model(m, req.params.model);
+  Job job = chat_job(m, opt_, req.conversation, req.params);
+  job.id = random_id("chatcmpl-");
+  ResponseHeader header{job.id, unix_now(), m.id, ""};
+  job.sink = std::make_unique<OpenAiSink>(
+      w, header, OpenAiSinkOptions{true, req.params.stream, req.params.include_usage});
+  submit(std::move(job));
+}
+
+// POST /v1/completions
+void Api::completions(const std::string& body, const Writer& w) {
+  const ServingModel& m = *model_;
+  CompletionRequest req = parse_completion(body, {m.host.model().config().vocab, opt_.max_tokens});
+  check_model(m, req.params.model);
+  std::vector<int32_t> prompt = std::move(req.ids);
+  // A raw prompt is the client's whole input, template markers included, so specials count.
+  if (req.text)
+    for (int id : m.format.tokenizer().encode_markup(*req.text)) prompt.push_back(id);
+  Job job = completion_job(m, opt_, std::move(prompt), req.params);
+  job.id = random_id("cmpl-");
+  ResponseHeader header{job.id, unix_now(), m.id, ""};
+  job.sink = std::make_unique<OpenAiSink>(
+      w, header, OpenAiSinkOptions{false, req.params.stream, req.params.include_usage});
+  submit(std::move(job));
+}
+
+}  // namespace waste

@@ -1,0 +1,68 @@
+// The daemon's routes and the state behind them: the model loads in the background (GET /health
+// answers 503 until it is ready), request bodies are turned into jobs on the request pool (never
+// on an HTTP thread), and one engine worker serves the queue. /health, /v1/models and /metrics
+// always answer at once.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "config/serve_options.h"
+#include "protocol/api_error.h"
+#include "server/api/request_pool.h"
+#include "server/api/serving_model.h"
+#include "server/http/http.h"
+
+namespace waste {
+
+class Api {
+ public:
+  explicit Api(ServeOptions opt);
+  ~Api();
+
+  void register_routes(http::Server& server);
+  // Loads the model on a background thread; `on_failure` runs there if loading fails.
+  void start_loading(std::function<void(const std::string&)> on_failure);
+  // Refuses new work and finishes the queue's bookkeeping (queued requests get 503).
+  void shutdown();
+  bool ready() const { return ready_; }
+
+ private:
+  using Writer = std::shared_ptr<http::ResponseWriter>;
+
+  void load();
+  bool not_ready(const Writer& w) const;
+  // Runs `work` on the request pool; an ApiError it throws is the answer.
+  void prepare(const http::Request& r, const Writer& w,
+               std::function<void(const std::string& body, const Writer& w)> work);
+  void submit(Job job);
+
+  void health(const http::Request& r, Writer w);
+  void models(const http::Request& r, Writer w);
+  void metrics(const http::Request& r, Writer w);
+  void chat(const std::string& body, const Writer& w);
+  void completions(const std::string& body, const Writer& w);
+
+  ServeOptions opt_;
+  int64_t created_ = 0;
+  std::atomic<bool> ready_{false};
+  std::string load_error_;
+  mutable std::mutex load_mu_;
+  std::unique_ptr<ServingModel> model_;  // set once, before ready_
+  std::atomic<uint64_t> rejected_{0};
+  // Declared after model_: destroyed first, so no task outlives the model it uses.
+  std::unique_ptr<RequestPool> pool_;
+  std::thread loader_;
+};
+
+// Answers `e` in OpenAI's error shape (a 429 or 503 says when to come back).
+void send_api_error(http::ResponseWriter& w, const ApiError& e);
+
+// The body of an error the HTTP layer answers itself, in the shape of the API `path` is in.
+std::string api_error_body(const std::string& path, const http::Refusal& r);
+
+}  // namespace waste

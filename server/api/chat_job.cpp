@@ -1,0 +1,131 @@
+#include "server/api/chat_job.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "engine/base/error.h"
+#include "protocol/api_error.h"
+#include "protocol/constraint/json_schema.h"
+#include "server/api/request_images.h"
+
+namespace waste {
+
+namespace {
+
+ImageRequestLimits image_limits(const ServeOptions& o) {
+  ImageRequestLimits l;
+  l.decode.max_encoded_bytes = o.max_image_bytes;
+  l.decode.max_pixels = o.max_image_pixels;
+  l.decode.allow_tga_psd = o.allow_tga_psd;
+  l.max_images = o.max_images;
+  l.allow_remote = o.allow_remote_images;
+  return l;
+}
+
+// The reply's length: what the request asks (or the server's default), within the context.
+int64_t reply_budget(const ServeOptions& o, size_t prompt, const GenerationParams& p) {
+  const int64_t ctx = o.engine.ctx;
+  int64_t room = ctx - (int64_t)prompt;
+  if (room < 1 || (p.max_tokens && *p.max_tokens > room))
+    throw ApiError(
+        400,
+        fmt::format("this model's context holds {} tokens; the prompt has {} and {} more "
+                    "were asked for",
+                    ctx, prompt, p.max_tokens.value_or(1)),
+        "messages", "context_length_exceeded");
+  return std::min(p.max_tokens.value_or(o.default_max_tokens), room);
+}
+
+// The request's images, decoded and preprocessed; null when it has none.
+std::shared_ptr<PromptImages> prompt_images(const ServingModel& m, const ServeOptions& o,
+                                            const Conversation& c) {
+  if (!has_images(c)) return nullptr;
+  try {
+    std::vector<PromptImage> list = request_images(c, m.vision.get(), image_limits(o));
+    return std::make_shared<PromptImages>(*m.vision, std::move(list));
+  } catch (const ApiError& e) {
+    if (m.vision || m.vision_error.empty()) throw;
+    throw ApiError(e.status, fmt::format("{} ({})", e.what(), m.vision_error), e.param, e.code);
+  }
+}
+
+RenderedPrompt render(const ServingModel& m, const ServeOptions& o, const Conversation& c,
+                      PromptImages* images) {
+  try {
+    if (!images) return m.format.render(c);
+    RenderedPrompt p = m.format.render(c, images->media_prompts());
+    images->place(p.ids, p.boundary, (int32_t)m.vision->config().placeholder_id);
+    check_image_room(images->images(), o.engine.ctx);
+    return p;
+  } catch (const UsageError& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
+}
+
+// The constraint that holds the reply to response_format or the forced tool call.
+std::unique_ptr<TokenConstraint> reply_constraint(const ServingModel& m, const Conversation& c,
+                                                  bool thinking) {
+  const bool tools =
+      m.format.family() == ChatFamily::kK3 && (c.tool_choice.kind == ToolChoice::Kind::kNamed ||
+                                               c.tool_choice.kind == ToolChoice::Kind::kRequired);
+  try {
+    std::shared_ptr<const Grammar> g = m.format.reply_grammar(c, thinking);
+    if (!g) return nullptr;
+    return std::make_unique<TokenConstraint>(g, *m.token_index);
+  } catch (const SchemaError& e) {
+    throw ApiError(400, e.what(), tools ? "tools" : "response_format");
+  } catch (const UsageError& e) {
+    throw ApiError(400, e.what(), tools ? "tool_choice" : "response_format");
+  }
+}
+
+}  // namespace
+
+void check_model(const ServingModel& m, const std::string& model) {
+  if (!model.empty() && model != m.id)
+    throw ApiError(
+        404, fmt::format("the model '{}' does not exist; this server serves '{}'", model, m.id),
+        "model", "model_not_found");
+}
+
+Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation& c,
+             const GenerationParams& p) {
+  Job job;
+  DecodeInput& in = job.input;
+  in.images = prompt_images(m, opt, c);
+  RenderedPrompt rp = render(m, opt, c, in.images.get());
+  in.prompt = std::move(rp.ids);
+  in.boundary = rp.boundary;
+  try {
+    in.forced = m.format.forced_tool_call(c, rp.thinking);
+  } catch (const UsageError& e) {
+    throw ApiError(400, e.what(), "tool_choice");
+  }
+  in.constraint = reply_constraint(m, c, rp.thinking);
+  in.end_ids = m.format.end_ids();
+  in.stop = p.stop;
+  in.sampler = p.sampler;
+  // One seed for the sampler and the call ids the parser draws, reported alike.
+  if (!in.sampler.seed) in.sampler.seed = random_seed();
+  in.max_new = reply_budget(opt, in.prompt.size(), p);
+  job.parser = m.format.parser(rp.thinking, *in.sampler.seed);
+  return job;
+}
+
+Job completion_job(const ServingModel& m, const ServeOptions& opt, std::vector<int32_t> prompt,
+                   const GenerationParams& p) {
+  if (prompt.empty()) throw ApiError(400, "the prompt is empty", "prompt");
+  Job job;
+  DecodeInput& in = job.input;
+  in.prompt = std::move(prompt);
+  in.end_ids = m.format.end_ids();
+  in.stop = p.stop;
+  in.sampler = p.sampler;
+  in.max_new = reply_budget(opt, in.prompt.size(), p);
+  // A completion shows what the model wrote, special tokens included, up to an end token.
+  job.parser = std::make_unique<TextReplyParser>(m.format.tokenizer(), in.end_ids, true);
+  return job;
+}
+
+}  // namespace waste

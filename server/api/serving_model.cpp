@@ -1,0 +1,52 @@
+#include "server/api/serving_model.h"
+
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/base/error.h"
+#include "prompt_templates/reply_grammar.h"
+
+namespace waste {
+
+namespace {
+
+const Tokenizer& required_tokenizer(const ModelHost& h) {
+  if (!h.tokenizer()) fail<UsageError>("{} has no tokenizer.model; the server needs one", h.path());
+  return *h.tokenizer();
+}
+
+WorkerOptions worker_options(const ServeOptions& o) {
+  WorkerOptions wo;
+  wo.queue_limit = o.queue;
+  wo.ctx = o.engine.ctx;
+  wo.snapshot_bytes = o.snapshot_bytes;
+  return wo;
+}
+
+}  // namespace
+
+ServingModel::ServingModel(const ServeOptions& opt)
+    : host(opt.model, opt.engine),
+      id(!opt.model_name.empty() ? opt.model_name
+                                 : std::filesystem::path(host.path()).filename().stem().string()),
+      format(required_tokenizer(host), host.eos(), ChatDefaults{opt.thinking, opt.effort}),
+      token_index(make_token_index(*host.tokenizer(), host.model().config().vocab)),
+      worker(host.model(), worker_options(opt)) {
+  // Only vision.json is read here; the tower loads with the first image, so text pays nothing. A
+  // bad vision.json disables images (and says why) instead of the whole model.
+  if (host.container().vision_json()) {
+    try {
+      ImageEncoderOptions io;
+      io.max_patches = opt.max_image_patches;
+      vision = host.image_encoder(io);
+      spdlog::info("images: accepted (up to {} patches, {} positions, per image)",
+                   vision->max_patches(), vision->max_patches() / 4);
+    } catch (const std::exception& e) {
+      vision_error = e.what();
+      spdlog::warn("images disabled: {}", e.what());
+    }
+  }
+}
+
+}  // namespace waste

@@ -1,0 +1,181 @@
+// `waste bench`: decode and prefill speed on a container, each figure beside the floor measured
+// in the same run (random direct-read bandwidth at the record size, and compute time per token
+// with every expert resident).
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "engine/base/stopwatch.h"
+#include "engine/experts/disk_bench.h"
+#include "protocol/json/json_writer.h"
+#include "server/cli/commands.h"
+#include "server/cli/model_args.h"
+#include "server/runtime/decoder.h"
+
+namespace waste::cli {
+
+namespace {
+
+std::vector<int32_t> bench_prompt(int n, int vocab) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; i++) ids.push_back((int32_t)((1009 * i + 17) % vocab));
+  return ids;
+}
+
+struct DecodeRun {
+  std::vector<int32_t> tokens;  // fed one at a time
+  double seconds = 0;
+  ExpertStats stats;
+  LookaheadStats lookahead;
+};
+
+class NoSink final : public ReplySink {
+ public:
+  void on_event(const ReplyEvent&) override {}
+};
+
+// Greedy decode of `n` tokens after a one-token start, through the Decoder; `follow` feeds a
+// fixed token list instead (so two models see the same routing).
+DecodeRun decode(Model& m, int n, const std::vector<int32_t>* follow) {
+  DecodeRun r;
+  DecodeInput in;
+  in.prompt = {follow ? (*follow)[0] : 1};
+  in.sampler.temperature = 0;
+  in.max_new = n;
+  // Every fed token after the first, then one more that is never fed (n forward passes in all).
+  if (follow) in.forced.assign(follow->begin() + 1, follow->end());
+  if (follow) in.forced.push_back(0);
+  Session s = m.new_session(n + 2);
+  Decoder decoder(m, nullptr);
+  NoSink sink;
+  ExpertStats before = m.expert_stats();
+  LookaheadStats la_before = m.lookahead_stats();
+  DecodeResult d = decoder.run(s, in, nullptr, sink);
+  r.seconds = d.prefill_seconds + d.decode_seconds;
+  r.tokens = in.prompt;
+  r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end() - 1);
+  ExpertStats after = m.expert_stats();
+  r.stats = after;
+  r.stats.hits -= before.hits;
+  r.stats.misses -= before.misses;
+  r.stats.bytes_read -= before.bytes_read;
+  r.stats.prefetched -= before.prefetched;
+  r.stats.read_seconds -= before.read_seconds;
+  r.stats.wait_seconds -= before.wait_seconds;
+  r.lookahead.predicted = m.lookahead_stats().predicted - la_before.predicted;
+  r.lookahead.correct = m.lookahead_stats().correct - la_before.correct;
+  return r;
+}
+
+// A prefill of `p` tokens through the Decoder (the last position's logits included).
+double prefill(Model& m, int p) {
+  DecodeInput in;
+  in.prompt = bench_prompt(p, m.config().vocab);
+  Session s = m.new_session(p + 1);
+  Decoder decoder(m, nullptr);
+  NoSink sink;
+  return decoder.run(s, in, nullptr, sink).prefill_seconds;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  Args a(argc, argv, 2, model_valued_flags({"--tokens", "--prompt-tokens", "--disk-reads"}),
+         model_boolean_flags({"--json", "--no-resident"}));
+  if (a.positional().size() != 1) throw UsageFailure{"expected exactly one MODEL path"};
+  int n = (int)a.get_int("--tokens", 16, 1, 100000);
+  int p = (int)a.get_int("--prompt-tokens", 64, 0, 100000);
+  auto host = open_model(a.positional()[0], a);
+  Model& model = host->model();
+  const ModelConfig& cfg = model.config();
+  const ModelOptions& mo = model.options();
+
+  // Floor 1: the disk at the record size, with as many readers as the store uses, measured
+  // right before and right after decode and pooled: this disk's speed drifts minute to minute.
+  int disk_reads = (int)a.get_int("--disk-reads", 64, 1, 1 << 20);
+  const int readers = std::max(1, mo.store.io_threads);
+  DiskBench before = measure_record_reads(host->container(), disk_reads, readers, 7);
+
+  // The measured run: decode under the planned budget, then prefill.
+  DecodeRun run = decode(model, n, nullptr);
+  DiskBench after = measure_record_reads(host->container(), disk_reads, readers, 8);
+  DiskBench disk{before.reads + after.reads, before.bytes + after.bytes,
+                 before.seconds + after.seconds};
+  double prefill_s = 0;
+  if (p > 0) prefill_s = prefill(model, p);
+
+  // Floor 2: the same tokens with every expert they touch resident (a second pass over a cache
+  // big enough to hold them), so only compute remains.
+  double resident_s = 0;
+  if (!a.has("--no-resident")) {
+    ModelOptions ro = mo;
+    ro.store.cache_bytes = (uint64_t)n * cfg.top_k * host->container().manifest().banks.size() *
+                           host->plan().record_bytes;
+    Model resident(host->container(), ro);
+    decode(resident, n, &run.tokens);
+    resident_s = decode(resident, n, &run.tokens).seconds;
+  }
+
+  double per_token = run.seconds / n;
+  double bytes_per_token = (double)run.stats.bytes_read / n;
+  double io_floor = disk.gbps() > 0 ? bytes_per_token / (disk.gbps() * 1e9) : 0;
+  double compute_floor = resident_s / n;
+  double floor = std::max(io_floor, compute_floor);
+  uint64_t demands = run.stats.hits + run.stats.misses;
+  JsonWriter w;
+  w.begin_object();
+  w.key("tokens").value(n).key("prompt_tokens").value(p);
+  w.key("budget_bytes")
+      .value(host->budget().budget)
+      .key("cache_bytes")
+      .value(host->budget().cache_bytes);
+  w.key("record_bytes").value(host->plan().record_bytes);
+  w.key("working_set_bytes").value(host->plan().working_set_bytes);
+  w.key("io_threads").value(mo.store.io_threads).key("lookahead").value(mo.lookahead);
+  w.key("io_backend").value(mo.store.backend == IoBackend::kUring ? "uring" : "threads");
+  w.key("threads").value(model.threads()).key("policy").value(policy_name(mo.store.policy));
+  w.key("decode_tokens_per_second").value(n / run.seconds);
+  w.key("prefill_tokens_per_second").value(prefill_s > 0 ? p / prefill_s : 0.0);
+  w.key("hit_rate").value(demands ? (double)run.stats.hits / demands : 0.0);
+  w.key("bytes_read_per_token").value(bytes_per_token);
+  w.key("achieved_read_gbps").value((double)run.stats.bytes_read / run.seconds / 1e9);
+  w.key("wait_seconds_per_token").value(run.stats.wait_seconds / n);
+  w.key("lookahead_accuracy")
+      .value(run.lookahead.predicted ? (double)run.lookahead.correct / run.lookahead.predicted
+                                     : 0.0);
+  w.key("disk_gbps").value(disk.gbps());
+  w.key("disk_gbps_before").value(before.gbps()).key("disk_gbps_after").value(after.gbps());
+  w.key("floor_io_seconds_per_token").value(io_floor);
+  w.key("floor_compute_seconds_per_token").value(compute_floor);
+  w.key("seconds_per_token").value(per_token);
+  w.key("floor_ratio").value(per_token > 0 ? floor / per_token : 0.0);
+  w.end_object();
+  if (a.has("--json")) {
+    fmt::print("{}\n", w.str());
+    return 0;
+  }
+  fmt::print("decode   {:.3f} tok/s ({:.1f} ms/token) over {} tokens\n", n / run.seconds,
+             1e3 * per_token, n);
+  if (p > 0) fmt::print("prefill  {:.2f} tok/s over {} tokens\n", p / prefill_s, p);
+  fmt::print("cache    {} = {} records, hit rate {:.1f}%, {:.1f} MB read per token\n",
+             human_bytes(host->budget().cache_bytes),
+             host->budget().cache_bytes / std::max<uint64_t>(host->plan().record_bytes, 1),
+             demands ? 100.0 * run.stats.hits / demands : 0.0, bytes_per_token / 1e6);
+  fmt::print(
+      "reads    {:.2f} GB/s achieved; disk floor {:.2f} GB/s ({:.2f} before decode, {:.2f} after; "
+      "{} random records, {} readers)\n",
+      (double)run.stats.bytes_read / run.seconds / 1e9, disk.gbps(), before.gbps(), after.gbps(),
+      disk.reads, readers);
+  fmt::print("lookahead {:.1f}% of {} predictions right\n",
+             run.lookahead.predicted ? 100.0 * run.lookahead.correct / run.lookahead.predicted : 0,
+             run.lookahead.predicted);
+  fmt::print(
+      "floor    {:.1f} ms/token (I/O {:.1f}, resident compute {:.1f}); decode at {:.0f}% of "
+      "floor\n",
+      1e3 * floor, 1e3 * io_floor, 1e3 * compute_floor,
+      per_token > 0 ? 100 * floor / per_token : 0);
+  return 0;
+}
+
+}  // namespace waste::cli

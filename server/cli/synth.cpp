@@ -1,0 +1,26 @@
+// `waste synth`: write a synthetic container with random weights and real wiring.
+#include <fmt/format.h>
+
+#include "engine/synth/synth.h"
+#include "server/cli/args.h"
+#include "server/cli/commands.h"
+
+namespace waste::cli {
+
+int cmd_synth(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--arch", "--preset", "--seed"}, {});
+  if (a.positional().size() != 1) throw UsageFailure{"expected exactly one OUT path"};
+  SynthOptions o;
+  std::string arch = a.get_or("--arch", "kimi-linear");
+  if (arch == "k3")
+    o.arch = Arch::kK3;
+  else if (arch != "kimi-linear")
+    throw UsageFailure{fmt::format("--arch: '{}' is not kimi-linear or k3", arch)};
+  o.preset = a.get_or("--preset", "tiny");
+  o.seed = (uint64_t)a.get_int("--seed", 1, 0, INT64_MAX);
+  write_synthetic(a.positional()[0], o);
+  fmt::print("wrote {} ({} {}, seed {})\n", a.positional()[0], arch, o.preset, o.seed);
+  return 0;
+}
+
+}  // namespace waste::cli

@@ -1,0 +1,92 @@
+#include "server/http/access_policy.h"
+
+#include <cctype>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace waste::http {
+
+namespace {
+
+const std::string* header(const Request& r, const char* name) {
+  auto it = r.headers.find(name);
+  return it == r.headers.end() ? nullptr : &it->second;
+}
+
+bool iequals_prefix(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower((unsigned char)s[i]) != prefix[i]) return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool is_header_value(std::string_view s) {
+  return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
+
+// Runs over the whole expected key whatever the input, so timing says nothing about how
+// much of a guess was right.
+bool constant_time_equal(std::string_view given, std::string_view key) {
+  volatile unsigned char diff = given.size() != key.size();
+  for (size_t i = 0; i < key.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff = diff | (g ^ static_cast<unsigned char>(key[i]));
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+bool AccessPolicy::origin_allowed(const std::string& origin) const {
+  for (const std::string& allowed : opt_.cors_origins)
+    if (allowed == "*" || allowed == origin) return true;
+  return false;
+}
+
+std::string AccessPolicy::cors_headers(const std::string* origin) const {
+  if (opt_.cors_origins.empty()) return "";
+  std::string h = "Vary: Origin\r\n";
+  if (origin && !origin->empty() && origin_allowed(*origin) && is_header_value(*origin))
+    h += fmt::format("Access-Control-Allow-Origin: {}\r\n", *origin);
+  return h;
+}
+
+std::optional<PolicyAnswer> AccessPolicy::check(const Request& r,
+                                                const std::string& methods) const {
+  const std::string* origin = header(r, "origin");
+  if (r.method == "OPTIONS" && !opt_.cors_origins.empty() && origin &&
+      header(r, "access-control-request-method")) {
+    if (!origin_allowed(*origin))
+      return PolicyAnswer{403, Refusal{403, "origin not allowed", "origin_not_allowed"}, {}};
+    const std::string* asked = header(r, "access-control-request-headers");
+    PolicyAnswer a;
+    a.headers = {{"Access-Control-Allow-Methods",
+                  methods.empty() ? "GET, POST, OPTIONS" : methods + ", OPTIONS"},
+                 {"Access-Control-Allow-Headers", asked ? *asked : "Authorization, Content-Type"},
+                 {"Access-Control-Max-Age", "600"}};
+    if (header(r, "access-control-request-private-network"))
+      a.headers["Access-Control-Allow-Private-Network"] = "true";
+    return a;
+  }
+  if (opt_.api_key.empty() || !r.path.starts_with("/v1/")) return std::nullopt;
+  const std::string* auth = header(r, "authorization");
+  std::string_view token;
+  if (auth && auth->size() > 7 && iequals_prefix(*auth, "bearer "))
+    token = trim(std::string_view(*auth).substr(7));
+  if (!token.empty() && constant_time_equal(token, opt_.api_key)) return std::nullopt;
+  const char* message =
+      token.empty() ? "You didn't provide an API key. Provide it in an Authorization header "
+                      "using Bearer auth (Authorization: Bearer YOUR_KEY)."
+                    : "Incorrect API key provided.";
+  return PolicyAnswer{
+      401, Refusal{401, message, "invalid_api_key"}, {{"WWW-Authenticate", "Bearer"}}};
+}
+
+}  // namespace waste::http

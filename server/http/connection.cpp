@@ -1,0 +1,651 @@
+#include "server/http/connection.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <cctype>
+#include <ctime>
+#include <string_view>
+
+namespace waste::http::detail {
+
+namespace bhttp = beast::http;
+
+namespace {
+
+// While a response is produced the socket is read only to notice the client leaving; bytes
+// that arrive instead are the start of the next request and stay in the buffer.
+constexpr size_t kPeekChunk = 16 * 1024;
+
+std::string_view sv(beast::string_view s) {
+  return {s.data(), s.size()};
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return lower(a) == lower(b);
+}
+
+std::string endpoint_string(const tcp::endpoint& ep) {
+  const std::string addr = ep.address().to_string();
+  if (ep.address().is_v6()) return fmt::format("[{}]:{}", addr, ep.port());
+  return fmt::format("{}:{}", addr, ep.port());
+}
+
+// RFC 9110 IMF-fixdate, built by hand so that the process locale cannot change it.
+std::string http_date() {
+  static constexpr const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                            "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  std::time_t now = std::time(nullptr);
+  std::tm t{};
+  gmtime_r(&now, &t);
+  return fmt::format("{}, {:02} {} {} {:02}:{:02}:{:02} GMT", kDays[t.tm_wday], t.tm_mday,
+                     kMonths[t.tm_mon], t.tm_year + 1900, t.tm_hour, t.tm_min, t.tm_sec);
+}
+
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (unsigned char c : s) {
+    if (std::isalnum(c)) continue;
+    if (std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) == std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+bool is_header_value(std::string_view s) {
+  return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
+
+// Adds a handler's own headers, refusing the ones that would break message framing or the
+// header block itself.
+void append_extra(std::string* h, const std::map<std::string, std::string>& extra) {
+  for (const auto& [name, value] : extra) {
+    const std::string n = lower(name);
+    if (n == "content-length" || n == "transfer-encoding" || n == "connection") continue;
+    if (!is_token(name) || !is_header_value(value)) {
+      spdlog::warn("http: dropping invalid response header '{}'", name);
+      continue;
+    }
+    *h += fmt::format("{}: {}\r\n", name, value);
+  }
+}
+
+// One SSE field per line of `data`, so that embedded newlines cannot end the event early.
+std::string sse_text(std::string_view prefix, std::string_view data) {
+  std::string out;
+  out.reserve(data.size() + prefix.size() + 2);
+  size_t start = 0;
+  for (;;) {
+    const size_t end = data.find_first_of("\r\n", start);
+    out += prefix;
+    out += data.substr(start, end == std::string_view::npos ? end : end - start);
+    out += '\n';
+    if (end == std::string_view::npos) break;
+    start = end + (data[end] == '\r' && end + 1 < data.size() && data[end + 1] == '\n' ? 2 : 1);
+  }
+  out += '\n';
+  return out;
+}
+
+std::string chunk(std::string_view payload) {
+  return fmt::format("{:x}\r\n{}\r\n", payload.size(), payload);
+}
+
+const std::string* header(const Request& r, const char* name) {
+  auto it = r.headers.find(name);
+  return it == r.headers.end() ? nullptr : &it->second;
+}
+
+void disarm(net::steady_timer& t) {
+  t.expires_at(net::steady_timer::time_point::max());
+}
+
+const char* kJson = "application/json";
+
+}  // namespace
+
+std::string ServerShared::error_body(const std::string& path, int status,
+                                     const std::string& message, const std::string& code) const {
+  return opt.error_format(path, Refusal{status, message, code});
+}
+
+bool ServerShared::on_io_thread() const {
+  return std::find(io_threads.begin(), io_threads.end(), std::this_thread::get_id()) !=
+         io_threads.end();
+}
+
+void Exchange::mark_closed() {
+  {
+    std::lock_guard lk(m);
+    closed = true;
+  }
+  cv.notify_all();
+}
+
+void Exchange::drained(size_t n) {
+  {
+    std::lock_guard lk(m);
+    queued -= std::min(queued, n);
+  }
+  cv.notify_all();
+}
+
+// The ResponseWriter handed to route handlers. It never touches the socket: every call
+// checks the exchange state and posts an operation onto the connection's strand, under the
+// exchange lock so that calls from several threads keep their order.
+class Writer final : public ResponseWriter {
+ public:
+  Writer(std::weak_ptr<Connection> conn, std::shared_ptr<Exchange> ex,
+         std::shared_ptr<ServerShared> shared, std::string path)
+      : conn_(std::move(conn)),
+        ex_(std::move(ex)),
+        shared_(std::move(shared)),
+        path_(std::move(path)) {}
+
+  // A handler that drops its writer without answering still gets its client an answer.
+  ~Writer() override {
+    switch (state()) {
+      case State::kNone:
+        send(500, kJson, shared_->error_body(path_, 500, "the server produced no response"));
+        break;
+      case State::kStreaming:
+        finish();
+        break;
+      case State::kDone:
+        break;
+    }
+  }
+
+  bool send(int status, const std::string& content_type, std::string body,
+            const std::map<std::string, std::string>& extra = {}) override {
+    if (!wait_for_room()) return false;
+    const size_t credit = body.size();
+    PlainResponse r{status, content_type, std::move(body), extra};
+    return submit(State::kNone, State::kDone, credit,
+                  [r = std::move(r)](Connection& c, const std::shared_ptr<Exchange>& ex) mutable {
+                    c.on_response(ex, std::move(r));
+                  });
+  }
+
+  bool start_events() override {
+    return submit(
+        State::kNone, State::kStreaming, 0,
+        [](Connection& c, const std::shared_ptr<Exchange>& ex) { c.on_events_start(ex); });
+  }
+
+  bool event(const std::string& data) override { return stream_text(sse_text("data: ", data)); }
+  bool comment(const std::string& text) override { return stream_text(sse_text(": ", text)); }
+
+  void finish() override {
+    submit(State::kStreaming, State::kDone, 0,
+           [](Connection& c, const std::shared_ptr<Exchange>& ex) { c.on_events_end(ex); });
+  }
+
+  bool closed() const override {
+    std::lock_guard lk(ex_->m);
+    return ex_->closed;
+  }
+
+  // After a handler threw: answer if nothing was sent yet, else end the stream.
+  void fail(const std::string& message) {
+    if (state() == State::kNone)
+      send(500, kJson, shared_->error_body(path_, 500, message));
+    else
+      finish();
+  }
+
+ private:
+  using State = Exchange::State;
+
+  State state() const {
+    std::lock_guard lk(ex_->m);
+    return ex_->state;
+  }
+
+  bool stream_text(std::string text) {
+    if (!wait_for_room()) return false;
+    const size_t credit = text.size();
+    return submit(
+        State::kStreaming, State::kStreaming, credit,
+        [t = std::move(text)](Connection& c, const std::shared_ptr<Exchange>& ex) mutable {
+          c.on_event(ex, std::move(t));
+        });
+  }
+
+  // Backpressure: a producer thread waits while the client is behind. An I/O thread never
+  // waits, since it may be the very thread that has to drain the queue.
+  bool wait_for_room() {
+    if (shared_->on_io_thread()) return true;
+    std::unique_lock lk(ex_->m);
+    ex_->cv.wait(lk, [&] { return ex_->closed || ex_->queued <= kHighWater; });
+    return !ex_->closed;
+  }
+
+  template <class Op>
+  bool submit(State from, State to, size_t credit, Op op) {
+    // The gate keeps the io_context alive while we post; the strong reference is declared
+    // after it and released before it, outside the exchange lock, because dropping the last
+    // reference runs ~Connection, which takes that lock.
+    std::shared_lock gate(shared_->gate_mutex);
+    if (!shared_->gate_open) return false;
+    std::shared_ptr<Connection> conn;
+    std::lock_guard lk(ex_->m);
+    if (ex_->closed || ex_->state != from) return false;
+    conn = conn_.lock();
+    if (!conn) {
+      ex_->closed = true;
+      return false;
+    }
+    ex_->state = to;
+    ex_->queued += credit;
+    net::post(conn->executor(), [conn, ex = ex_, op = std::move(op)]() mutable { op(*conn, ex); });
+    return true;
+  }
+
+  std::weak_ptr<Connection> conn_;
+  std::shared_ptr<Exchange> ex_;
+  std::shared_ptr<ServerShared> shared_;
+  std::string path_;  // the request's, for the shape of errors
+};
+
+Connection::Connection(tcp::socket socket, std::shared_ptr<ServerShared> shared)
+    : shared_(std::move(shared)),
+      socket_(std::move(socket)),
+      read_timer_(socket_.get_executor()),
+      write_timer_(socket_.get_executor()) {
+  beast::error_code ec;
+  const tcp::endpoint ep = socket_.remote_endpoint(ec);
+  remote_ = ec ? std::string("?") : endpoint_string(ep);
+  // Each SSE event is a small write that must leave at once, not wait for an ACK.
+  socket_.set_option(tcp::no_delay(true), ec);
+}
+
+Connection::~Connection() {
+  if (id_ != 0) {
+    {
+      std::lock_guard lk(shared_->conn_mutex);
+      shared_->conns.erase(id_);
+    }
+    shared_->conn_cv.notify_all();
+  }
+  // Producers blocked on backpressure must not wait for a connection that is gone.
+  if (exchange_) exchange_->mark_closed();
+  for (const Out& o : queue_)
+    if (o.credit_to) o.credit_to->mark_closed();
+  for (const Out& o : inflight_)
+    if (o.credit_to) o.credit_to->mark_closed();
+}
+
+void Connection::start() {
+  net::post(socket_.get_executor(), [self = shared_from_this()] { self->do_start(); });
+}
+
+void Connection::request_stop() {
+  net::post(socket_.get_executor(), [self = shared_from_this()] {
+    // A response in progress gets its grace period; response_done() closes afterwards.
+    if (self->phase_ != Phase::kResponding) self->close_now();
+  });
+}
+
+void Connection::force_close() {
+  net::post(socket_.get_executor(), [self = shared_from_this()] { self->close_now(); });
+}
+
+void Connection::do_start() {
+  {
+    std::lock_guard lk(shared_->conn_mutex);
+    if (shared_->stopping) return close_now();
+    id_ = ++shared_->next_conn_id;
+    shared_->conns[id_] = weak_from_this();
+  }
+  read_request();
+}
+
+void Connection::arm(net::steady_timer& t, std::chrono::steady_clock::duration d) {
+  t.expires_after(d);
+  t.async_wait([self = shared_from_this(), &t](beast::error_code ec) {
+    // A wait that had already fired when the timer was re-armed or disarmed completes
+    // without error; only a deadline that is really past closes the connection.
+    if (ec || t.expiry() > std::chrono::steady_clock::now()) return;
+    self->close_now();
+  });
+}
+
+void Connection::read_request() {
+  phase_ = Phase::kReading;
+  parser_.emplace();
+  parser_->body_limit(shared_->opt.max_body_bytes);
+  parser_->header_limit(kHeaderLimit);
+  arm(read_timer_, kReadTimeout);
+  bhttp::async_read_header(
+      socket_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+}
+
+void Connection::on_header(beast::error_code ec) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) return on_read_error(ec);
+  if (parser_->is_done()) return dispatch();
+  const auto& req = parser_->get();
+  // curl and others hold back large uploads until told to go on (or a second passes).
+  if (req.version() >= 11 && iequals(sv(req[bhttp::field::expect]), "100-continue"))
+    enqueue(Out("HTTP/1.1 100 Continue\r\n\r\n"));
+  arm(read_timer_, kReadTimeout);
+  bhttp::async_read(socket_, buffer_, *parser_,
+                    [self = shared_from_this()](beast::error_code e, size_t) { self->on_body(e); });
+}
+
+void Connection::on_body(beast::error_code ec) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) return on_read_error(ec);
+  dispatch();
+}
+
+void Connection::on_read_error(beast::error_code ec) {
+  disarm(read_timer_);
+  if (ec == bhttp::error::body_limit) {
+    return refuse(413,
+                  fmt::format("request body is larger than the limit of {} bytes",
+                              shared_->opt.max_body_bytes),
+                  "request_too_large");
+  }
+  if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow)
+    return refuse(431, "request header fields are too large", "");
+  const bool parse_error =
+      ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
+      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message;
+  if (parse_error) return refuse(400, "malformed HTTP request: " + ec.message(), "");
+  close_now();  // the client left or the socket failed: nobody to answer
+}
+
+// Answers a request that will not be read to its end, then closes the connection.
+void Connection::refuse(int status, const std::string& message, const std::string& code) {
+  phase_ = Phase::kResponding;
+  exchange_.reset();
+  keep_alive_ = false;
+  status_ = status;
+  started_ = std::chrono::steady_clock::now();
+  cors_headers_.clear();
+  if (parser_ && parser_->got_some()) {  // a refused request's header may be partly parsed
+    const auto& req = parser_->get();
+    request_.method = std::string(sv(req.method_string()));
+    request_.path = std::string(sv(req.target()));
+    const std::string origin(sv(req[bhttp::field::origin]));
+    cors_headers_ = shared_->policy.cors_headers(&origin);
+  }
+  const std::string body = shared_->error_body(request_.path, status, message, code);
+  std::string h = head(status);
+  h += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", kJson, body.size());
+  h += cors_headers_;
+  h += "Connection: close\r\n\r\n";
+  h += body;
+  enqueue(Out(std::move(h), nullptr, 0, true));
+}
+
+void Connection::dispatch() {
+  disarm(read_timer_);  // a response may take as long as the model needs
+  phase_ = Phase::kResponding;
+  started_ = std::chrono::steady_clock::now();
+  status_ = 0;
+  bytes_out_ = 0;
+  auto msg = parser_->release();
+  parser_.reset();
+
+  request_ = Request{};
+  request_.method = std::string(sv(msg.method_string()));
+  const std::string_view target = sv(msg.target());
+  const size_t q = target.find('?');
+  request_.path = std::string(target.substr(0, q));
+  if (q != std::string_view::npos) request_.query = std::string(target.substr(q + 1));
+  for (const auto& f : msg) {
+    std::string& v = request_.headers[lower(sv(f.name_string()))];
+    if (!v.empty()) v += ", ";
+    v += sv(f.value());
+  }
+  request_.body = std::move(msg.body());
+  request_.remote = remote_;
+  keep_alive_ = msg.keep_alive() && !shared_->stopping;
+  http10_ = msg.version() < 11;
+  close_delimited_ = false;
+
+  cors_headers_ = shared_->policy.cors_headers(header(request_, "origin"));
+
+  exchange_ = std::make_shared<Exchange>();
+  // Keep a read pending so that closed() turns true as soon as the client leaves, even
+  // while the handler is still working and nothing is being written. A client that has
+  // already sent its next request is still there and is not watched.
+  if (buffer_.size() == 0) watch_peer();
+  route(std::make_shared<Writer>(weak_from_this(), exchange_, shared_, request_.path));
+}
+
+void Connection::route(const std::shared_ptr<Writer>& w) {
+  const Request& r = request_;
+  const auto path_it = shared_->routes.find(r.path);
+
+  std::string methods;
+  if (path_it != shared_->routes.end())
+    for (const auto& [m, h] : path_it->second) methods += (methods.empty() ? "" : ", ") + m;
+  if (std::optional<PolicyAnswer> a = shared_->policy.check(r, methods)) {
+    if (a->refusal)
+      w->send(a->status, kJson,
+              shared_->error_body(r.path, a->status, a->refusal->message, a->refusal->code),
+              a->headers);
+    else
+      w->send(a->status, "", "", a->headers);
+    return;
+  }
+
+  if (path_it == shared_->routes.end()) {
+    w->send(404, kJson,
+            shared_->error_body(r.path, 404, fmt::format("Invalid URL ({} {})", r.method, r.path),
+                                "not_found"));
+    return;
+  }
+  const auto method_it = path_it->second.find(r.method);
+  if (method_it == path_it->second.end()) {
+    w->send(405, kJson,
+            shared_->error_body(
+                r.path, 405,
+                fmt::format("Method {} is not allowed on {}; use {}", r.method, r.path, methods),
+                "method_not_allowed"),
+            {{"Allow", methods}});
+    return;
+  }
+
+  try {
+    method_it->second(r, w);
+  } catch (const std::exception& e) {
+    spdlog::error("http: handler for {} {} threw: {}", r.method, r.path, e.what());
+    w->fail(fmt::format("internal error: {}", e.what()));
+  } catch (...) {
+    spdlog::error("http: handler for {} {} threw", r.method, r.path);
+    w->fail("internal error");
+  }
+}
+
+void Connection::watch_peer() {
+  peer_read_pending_ = true;
+  socket_.async_read_some(
+      buffer_.prepare(kPeekChunk),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_peer_read(ec, n); });
+}
+
+void Connection::on_peer_read(beast::error_code ec, size_t n) {
+  peer_read_pending_ = false;
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    if (phase_ == Phase::kResponding) log_request("client left");
+    return close_now();  // EOF or reset: the client is gone
+  }
+  buffer_.commit(n);
+  switch (phase_) {
+    case Phase::kResponding:
+      // The next request has begun: the client is present, and response_done() must find
+      // no read pending so that it can parse what is buffered.
+      return;
+    case Phase::kClosing:
+      buffer_.consume(buffer_.size());
+      return watch_peer();
+    case Phase::kReading:
+      return read_request();  // the next request began while the last response was finishing
+    case Phase::kClosed:
+      return;
+  }
+}
+
+bool Connection::current(const std::shared_ptr<Exchange>& ex) const {
+  return phase_ == Phase::kResponding && ex == exchange_;
+}
+
+std::string Connection::head(int status) const {
+  const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  return fmt::format("HTTP/1.1 {} {}\r\nServer: waste\r\nDate: {}\r\n", status, sv(reason),
+                     http_date());
+}
+
+void Connection::on_response(const std::shared_ptr<Exchange>& ex, PlainResponse r) {
+  const size_t credit = r.body.size();
+  if (!current(ex)) return ex->drained(credit);
+  status_ = r.status;
+  const bool no_body = r.status == 204 || r.status == 304 || r.status < 200;
+  std::string h = head(r.status);
+  if (!r.content_type.empty() && is_header_value(r.content_type))
+    h += fmt::format("Content-Type: {}\r\n", r.content_type);
+  if (!no_body) h += fmt::format("Content-Length: {}\r\n", r.body.size());
+  h += cors_headers_;
+  append_extra(&h, r.extra);
+  if (!keep_alive_) h += "Connection: close\r\n";
+  h += "\r\n";
+  if (no_body) r.body.clear();
+  enqueue(Out(std::move(h)));
+  enqueue(Out(std::move(r.body), ex, credit, true));
+}
+
+void Connection::on_events_start(const std::shared_ptr<Exchange>& ex) {
+  if (!current(ex)) return;
+  status_ = 200;
+  // HTTP/1.0 has no chunked encoding: the end of the stream is the end of the connection.
+  close_delimited_ = http10_;
+  if (close_delimited_) keep_alive_ = false;
+  std::string h = head(200);
+  h += "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
+  h += cors_headers_;
+  if (!close_delimited_) h += "Transfer-Encoding: chunked\r\n";
+  if (!keep_alive_) h += "Connection: close\r\n";
+  h += "\r\n";
+  enqueue(Out(std::move(h)));
+}
+
+void Connection::on_event(const std::shared_ptr<Exchange>& ex, std::string text) {
+  const size_t credit = text.size();
+  if (!current(ex)) return ex->drained(credit);
+  enqueue(Out(close_delimited_ ? std::move(text) : chunk(text), ex, credit));
+}
+
+void Connection::on_events_end(const std::shared_ptr<Exchange>& ex) {
+  if (!current(ex)) return;
+  enqueue(Out(close_delimited_ ? std::string() : std::string("0\r\n\r\n"), ex, 0, true));
+}
+
+void Connection::enqueue(Out out) {
+  if (phase_ == Phase::kClosed) return;
+  queue_.push_back(std::move(out));
+  if (!writing_) write_next();
+}
+
+// Everything queued goes out in one gathered write, so a burst of small events costs one
+// system call.
+void Connection::write_next() {
+  inflight_.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+  queue_.clear();
+  std::vector<net::const_buffer> bufs;
+  bufs.reserve(inflight_.size());
+  for (const Out& o : inflight_)
+    if (!o.bytes.empty()) bufs.push_back(net::buffer(o.bytes));
+  writing_ = true;
+  arm(write_timer_, kWriteTimeout);
+  net::async_write(socket_, bufs, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->on_written(ec);
+  });
+}
+
+void Connection::on_written(beast::error_code ec) {
+  writing_ = false;
+  disarm(write_timer_);
+  bool ended = false;
+  for (const Out& o : inflight_) {
+    if (o.credit_to) o.credit_to->drained(o.credit);
+    ended = ended || o.ends_response;
+    bytes_out_ += o.bytes.size();
+  }
+  inflight_.clear();
+  if (phase_ == Phase::kClosed) return;
+  if (ec) return close_now();
+  if (!queue_.empty()) write_next();
+  if (ended) response_done();
+}
+
+// Debug level only: the engine logs the request line that matters.
+void Connection::log_request(const char* note) const {
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
+          .count();
+  spdlog::debug("http {} \"{} {}\" {} {}B {:.1f}ms{}{}", remote_, request_.method, request_.path,
+                status_, bytes_out_, ms, *note ? " " : "", note);
+}
+
+void Connection::response_done() {
+  log_request("");
+  exchange_.reset();  // the writer keeps its own reference and now refuses further calls
+  request_ = Request{};
+  // Stopping: request_stop() may have run while this response was still being written.
+  if (shared_->stopping) return close_now();
+  if (!keep_alive_) return linger_close();
+  phase_ = Phase::kReading;
+  if (peer_read_pending_) {
+    // The pending read will start the next request when bytes come; until then the
+    // connection is idle and the idle deadline applies.
+    arm(read_timer_, kReadTimeout);
+    return;
+  }
+  read_request();
+}
+
+// Closes our side and drains what the client still sends for a moment: closing a socket
+// with unread input makes the kernel send a reset, which can destroy the response in flight.
+void Connection::linger_close() {
+  if (phase_ == Phase::kClosed) return;
+  phase_ = Phase::kClosing;
+  beast::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  buffer_.consume(buffer_.size());
+  arm(read_timer_, kLingerTimeout);
+  if (!peer_read_pending_) watch_peer();
+}
+
+void Connection::close_now() {
+  if (phase_ == Phase::kClosed) return;
+  phase_ = Phase::kClosed;
+  beast::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  disarm(read_timer_);
+  disarm(write_timer_);
+  if (exchange_) exchange_->mark_closed();
+  for (const Out& o : queue_)
+    if (o.credit_to) o.credit_to->mark_closed();
+  queue_.clear();
+}
+
+}  // namespace waste::http::detail

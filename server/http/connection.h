@@ -1,0 +1,185 @@
+// One HTTP/1.1 connection of the server in http.h: reads requests with limits and deadlines,
+// routes them, and writes the responses that handlers hand to a ResponseWriter from any thread.
+// Internal to server/; routes only see http.h.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/http/access_policy.h"
+#include "server/http/http.h"
+
+namespace waste::http::detail {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+class Connection;
+class Writer;
+
+// Time limits. Reads have a deadline only while a request is being received (or the
+// connection idles between requests); a response may take as long as the model needs.
+inline constexpr std::chrono::seconds kReadTimeout{60};
+// A single socket write that makes no progress for this long means the client stopped reading.
+inline constexpr std::chrono::seconds kWriteTimeout{60};
+// How long a refused request's unread upload is drained before the socket closes, so that
+// the client reads our error instead of a reset.
+inline constexpr std::chrono::seconds kLingerTimeout{2};
+// What stop() grants responses that are still being written.
+inline constexpr std::chrono::seconds kStopGrace{5};
+inline constexpr uint32_t kHeaderLimit = 64 * 1024;
+// Writers on non-I/O threads wait while more than this is queued on one connection.
+inline constexpr size_t kHighWater = 4u << 20;
+
+// path -> method -> handler
+using RouteTable = std::map<std::string, std::map<std::string, Handler>>;
+
+// What one server's connections and writers share. Every connection and writer holds it, so
+// it outlives the io_context and anything a handler thread keeps.
+struct ServerShared {
+  Options opt;
+  AccessPolicy policy{opt};
+  RouteTable routes;                        // fixed once serving
+  std::vector<std::thread::id> io_threads;  // fixed once serving
+  std::atomic<bool> stopping{false};
+
+  // Writers post onto connection strands only while the gate is open; stop() closes it
+  // after the I/O threads are gone, so nothing reaches a destroyed io_context.
+  std::shared_mutex gate_mutex;
+  bool gate_open = true;
+
+  // Live connections, so stop() can reach them and wait for them to end.
+  std::mutex conn_mutex;
+  std::condition_variable conn_cv;
+  std::map<uint64_t, std::weak_ptr<Connection>> conns;
+  uint64_t next_conn_id = 0;
+
+  bool on_io_thread() const;
+  // A refusal's JSON body, in the shape of the API that `path` belongs to.
+  std::string error_body(const std::string& path, int status, const std::string& message,
+                         const std::string& code = "") const;
+};
+
+// The state of one response, shared by the connection (on its strand) and the writer (on
+// any thread).
+struct Exchange {
+  enum class State { kNone, kStreaming, kDone };
+  std::mutex m;
+  std::condition_variable cv;  // signalled when bytes drain or the connection closes
+  State state = State::kNone;
+  bool closed = false;  // the peer left, a write failed, or the server closed the connection
+  size_t queued = 0;    // payload bytes posted but not yet written
+
+  void mark_closed();
+  void drained(size_t n);
+};
+
+// A complete response as a handler gave it; the connection adds framing headers.
+struct PlainResponse {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  std::map<std::string, std::string> extra;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, std::shared_ptr<ServerShared> shared);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // These three may be called from any thread; they hop onto the strand.
+  void start();
+  void request_stop();  // close when idle, or once the current response is written
+  void force_close();
+  // Closes on the calling thread; only for stop(), once no thread runs the io_context.
+  void close_stopped() { close_now(); }
+
+  net::any_io_executor executor() { return socket_.get_executor(); }
+
+  // Called on the strand, in the order the writer produced them.
+  void on_response(const std::shared_ptr<Exchange>& ex, PlainResponse r);
+  void on_events_start(const std::shared_ptr<Exchange>& ex);
+  void on_event(const std::shared_ptr<Exchange>& ex, std::string text);
+  void on_events_end(const std::shared_ptr<Exchange>& ex);
+
+ private:
+  enum class Phase { kReading, kResponding, kClosing, kClosed };
+
+  // One buffer of the outgoing byte stream.
+  struct Out {
+    explicit Out(std::string b, std::shared_ptr<Exchange> to = nullptr, size_t c = 0,
+                 bool end = false)
+        : bytes(std::move(b)), credit_to(std::move(to)), credit(c), ends_response(end) {}
+    std::string bytes;
+    std::shared_ptr<Exchange> credit_to;  // gets `credit` back once written (backpressure)
+    size_t credit = 0;
+    bool ends_response = false;
+  };
+
+  void do_start();
+  void read_request();
+  void on_header(beast::error_code ec);
+  void on_body(beast::error_code ec);
+  void on_read_error(beast::error_code ec);
+  void dispatch();
+  void route(const std::shared_ptr<Writer>& w);
+  void watch_peer();
+  void on_peer_read(beast::error_code ec, size_t n);
+  void enqueue(Out out);
+  void write_next();
+  void on_written(beast::error_code ec);
+  void response_done();
+  void log_request(const char* note) const;
+  void refuse(int status, const std::string& message, const std::string& code);
+  void linger_close();
+  void close_now();
+  void arm(net::steady_timer& t, std::chrono::steady_clock::duration d);
+  bool current(const std::shared_ptr<Exchange>& ex) const;
+  std::string head(int status) const;
+
+  std::shared_ptr<ServerShared> shared_;
+  uint64_t id_ = 0;
+  tcp::socket socket_;
+  net::steady_timer read_timer_;
+  net::steady_timer write_timer_;
+  std::string remote_;
+  beast::flat_buffer buffer_;
+  std::optional<beast::http::request_parser<beast::http::string_body>> parser_;
+  Request request_;
+  Phase phase_ = Phase::kReading;
+  bool peer_read_pending_ = false;
+  bool keep_alive_ = false;
+  bool http10_ = false;
+  bool close_delimited_ = false;  // an event stream to an HTTP/1.0 client ends with the socket
+  std::string cors_headers_;      // added to every response to the current request
+  std::shared_ptr<Exchange> exchange_;
+  std::deque<Out> queue_;
+  std::vector<Out> inflight_;
+  bool writing_ = false;
+  // For the debug log line.
+  int status_ = 0;
+  uint64_t bytes_out_ = 0;
+  std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace waste::http::detail

@@ -1,0 +1,90 @@
+// The HTTP layer of the daemon (Boost.Beast over Asio): connections, limits, access (CORS and the
+// API key, access_policy.h), and a response writer that any thread may use, including for
+// server-sent events. Routes are plain functions; nothing here knows about models or any API's
+// JSON (errors it answers itself are written by the Options' ErrorFormatter).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace waste::http {
+
+struct Request {
+  std::string method;                          // "GET", "POST", ...
+  std::string path;                            // target without the query string
+  std::string query;                           // after '?', undecoded
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::string remote;  // peer address, for logs
+};
+
+// Delivers one response. Thread-safe: the engine worker writes SSE events from its own thread.
+// Every method returns false once the client has gone away (or the write failed); callers use
+// that to cancel work.
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  // A complete response. `extra` headers are added as given.
+  virtual bool send(int status, const std::string& content_type, std::string body,
+                    const std::map<std::string, std::string>& extra = {}) = 0;
+  // Starts a text/event-stream response (status 200).
+  virtual bool start_events() = 0;
+  // Writes "data: <data>\n\n".
+  virtual bool event(const std::string& data) = 0;
+  // Writes ": <text>\n\n", a comment that keeps proxies and clients from timing out.
+  virtual bool comment(const std::string& text) = 0;
+  // Ends the event stream (the connection may then serve the next request).
+  virtual void finish() = 0;
+  // True once the peer closed the connection.
+  virtual bool closed() const = 0;
+};
+
+using Handler = std::function<void(const Request&, std::shared_ptr<ResponseWriter>)>;
+
+// An answer the HTTP layer gives by itself: a malformed or refused request, an unknown route, a
+// missing API key, a handler that failed or gave no answer.
+struct Refusal {
+  int status = 400;
+  std::string message;
+  std::string code;  // machine-readable ("invalid_api_key"); may be empty
+};
+
+// Writes a refusal as a JSON body in the error shape of the API that `path` belongs to; the
+// layer itself knows no API's shapes.
+using ErrorFormatter = std::function<std::string(const std::string& path, const Refusal&)>;
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  uint64_t max_body_bytes = 32u << 20;    // larger bodies get 413 before they are read whole
+  std::string api_key;                    // when set, paths under /v1/ need "Authorization: Bearer"
+  std::vector<std::string> cors_origins;  // empty: no CORS headers; "*" allows any origin
+  int io_threads = 2;
+  ErrorFormatter error_format;  // required
+};
+
+class Server {
+ public:
+  explicit Server(Options opt);
+  ~Server();
+  // Routes are matched on method and exact path; unknown paths get 404, a known path with
+  // another method gets 405. Handlers run on an I/O thread and must not block: hand long work
+  // to another thread and answer through the writer.
+  void route(const std::string& method, const std::string& path, Handler h);
+  // Binds and starts serving; throws with a clear message if the address cannot be bound.
+  void start();
+  int port() const;  // the bound port (useful with port 0)
+  // Stops accepting, closes idle connections, lets the I/O threads finish.
+  void stop();
+  void wait();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace waste::http

@@ -1,0 +1,149 @@
+#include "server/runtime/decoder.h"
+
+#include <algorithm>
+
+#include "engine/base/error.h"
+#include "engine/base/stopwatch.h"
+#include "server/runtime/stop_matcher.h"
+
+namespace waste {
+
+namespace {
+
+// Passes the parser's events on, holding back content that may be the start of a stop string;
+// what is held is released before the end event.
+class StopFilter {
+ public:
+  StopFilter(const std::vector<std::string>& stops, ReplySink& sink) : stops_(stops), sink_(sink) {}
+
+  void push(const std::vector<ReplyEvent>& events) {
+    for (const ReplyEvent& e : events) {
+      if (e.kind == ReplyEvent::Kind::kContent) {
+        content(stops_.push(e.text));
+        continue;
+      }
+      if (e.kind == ReplyEvent::Kind::kEnd) content(stops_.flush());
+      sink_.on_event(e);
+    }
+  }
+  bool stopped() const { return stops_.stopped(); }
+
+ private:
+  void content(std::string text) {
+    if (text.empty()) return;
+    ReplyEvent e;
+    e.kind = ReplyEvent::Kind::kContent;
+    e.text = std::move(text);
+    sink_.on_event(e);
+  }
+
+  StopMatcher stops_;
+  ReplySink& sink_;
+};
+
+}  // namespace
+
+const char* finish_name(Finish f) {
+  switch (f) {
+    case Finish::kEnd:
+      return "end";
+    case Finish::kStop:
+      return "stop string";
+    case Finish::kLength:
+      return "length";
+    case Finish::kCancelled:
+      return "cancelled";
+  }
+  return "?";
+}
+
+bool Decoder::feed(Session& s, const DecodeInput& in, size_t from, size_t to, float* logits,
+                   ReplySink& sink) {
+  const size_t chunk = (size_t)std::max(1, model_.options().chunk);
+  for (size_t at = from; at < to; at += chunk) {
+    if (sink.cancelled()) return false;
+    size_t n = std::min(chunk, to - at);
+    std::vector<EmbeddingOverride> embeds;  // image positions take tower rows
+    if (in.images) embeds = in.images->overrides(at, n, model_.pool());
+    model_.forward(s, std::span<const int32_t>(in.prompt).subspan(at, n),
+                   at + n == to ? logits : nullptr, embeds);
+    sink.prefill_progress(at + n, in.prompt.size());
+  }
+  return true;
+}
+
+bool Decoder::prefill(Session& s, const DecodeInput& in, ReplySink& sink, DecodeResult& r) {
+  auto t0 = SteadyClock::now();
+  const std::vector<int32_t>& p = in.prompt;
+  if (p.empty()) fail<UsageError>("the prompt is empty");
+  const std::span<const uint64_t> keys = media_keys(in.images.get());
+  const bool continues = !s.broken && s.tokens.size() < p.size() &&
+                         std::equal(s.tokens.begin(), s.tokens.end(), p.begin());
+  if (!continues) s = model_.new_session(s.ctx());
+  if (cache_)
+    if (auto snap = cache_->longest_prefix(p, keys); snap && snap->pos() > s.pos())
+      s = std::move(*snap);
+  r.cached_tokens = s.pos();
+  size_t at = (size_t)s.pos();
+  if (in.boundary > at && in.boundary < p.size()) {  // snapshot the last complete message
+    if (!feed(s, in, at, in.boundary, nullptr, sink)) return false;
+    if (cache_) cache_->put(s, keys);
+    at = in.boundary;
+  }
+  if (!feed(s, in, at, p.size(), logits_.data(), sink)) return false;
+  r.prefill_seconds = seconds_since(t0);
+  return true;
+}
+
+int32_t Decoder::next_token(DecodeInput& in, Sampler& sampler,
+                            const std::vector<int32_t>& generated) {
+  if (!in.constraint) return sampler.sample(logits_, generated);
+  mask_.resize(in.constraint->mask_bytes());
+  in.constraint->mask(mask_.data());
+  int32_t id = sampler.sample(logits_, generated, mask_.data());
+  in.constraint->accept(id);
+  return id;
+}
+
+DecodeResult Decoder::run(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink) {
+  DecodeResult r;
+  r.prompt_tokens = (int64_t)in.prompt.size();
+  Sampler sampler(in.sampler, model_.config().vocab);
+  r.seed = sampler.seed();
+  logits_.assign((size_t)model_.config().vocab, 0.0f);
+  if (!prefill(s, in, sink, r)) {
+    r.finish = Finish::kCancelled;
+    return r;
+  }
+  auto t0 = SteadyClock::now();
+  StopFilter out(in.stop, sink);
+  size_t forced = 0;
+  r.finish = Finish::kLength;
+  while ((int64_t)r.tokens.size() < in.max_new) {
+    if (sink.cancelled()) {
+      r.finish = Finish::kCancelled;
+      break;
+    }
+    int32_t id =
+        forced < in.forced.size() ? in.forced[forced++] : next_token(in, sampler, r.tokens);
+    r.tokens.push_back(id);
+    sink.on_token(id);
+    const bool end = std::find(in.end_ids.begin(), in.end_ids.end(), id) != in.end_ids.end();
+    if (parser) out.push(parser->push(id));
+    // A grammar with no end token of its own (the raw format) ends the reply when complete.
+    if (end || out.stopped() || (in.constraint && in.constraint->done())) {
+      r.finish = out.stopped() ? Finish::kStop : Finish::kEnd;
+      break;
+    }
+    // The prompt and the whole reply fit the context (the reply's last token is never fed).
+    if ((int64_t)r.tokens.size() >= in.max_new || s.room() <= 1) break;
+    model_.forward(s, std::span<const int32_t>(&r.tokens.back(), 1), logits_.data());
+  }
+  r.decode_seconds = seconds_since(t0);
+  if (r.finish == Finish::kCancelled) return r;
+  if (parser) out.push(parser->finish());
+  if (cache_) cache_->put(s, media_keys(in.images.get()));
+  return r;
+}
+
+}  // namespace waste

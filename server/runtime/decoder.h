@@ -1,0 +1,95 @@
+// One generation on the thread that owns the model, the same for the daemon and the CLI:
+// prefill (continuing the caller's session or restoring the longest cached prefix, image
+// positions taking tower rows, a snapshot at the last complete message), then token by token:
+// forced tokens first, then sampling within the constraint's mask, each id read by the reply
+// parser, until one of the end rules:
+//   - an end-of-turn id (the family's end-of-message token or eos)     -> Finish::kEnd
+//   - a stop string in the content                                       -> Finish::kStop
+//   - the constraint complete (a grammar with no end token of its own)  -> Finish::kEnd
+//   - max_new tokens generated, or prompt + reply filling the context   -> Finish::kLength
+//   - the sink reports the client gone                                  -> Finish::kCancelled
+// Events reach the sink as they happen; content never includes any part of a stop string.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/model/sampler.h"
+#include "engine/model/session.h"
+#include "prompt_templates/reply_parser.h"
+#include "protocol/constraint/token_constraint.h"
+#include "server/runtime/prefix_cache.h"
+#include "server/runtime/prompt_images.h"
+
+namespace waste {
+
+// What to generate from.
+struct DecodeInput {
+  std::vector<int32_t> prompt;
+  size_t boundary = 0;                   // the end of the last complete message (0: none)
+  std::shared_ptr<PromptImages> images;  // the prompt's images; null for text only
+  std::vector<int32_t> forced;           // reply tokens written in the model's place first
+  // The reply's required shape after `forced`; null when the reply is free.
+  std::unique_ptr<TokenConstraint> constraint;
+  std::vector<int32_t> end_ids;  // ids that end the turn
+  std::vector<std::string> stop;
+  SamplerParams sampler;
+  int64_t max_new = 0;  // tokens to generate at most
+};
+
+enum class Finish { kEnd, kStop, kLength, kCancelled };
+const char* finish_name(Finish f);
+
+struct DecodeResult {
+  Finish finish = Finish::kEnd;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;    // prompt positions restored instead of computed
+  std::vector<int32_t> tokens;  // the reply's ids, forced ones included
+  uint64_t seed = 0;            // the sampler's seed, for reports
+  double prefill_seconds = 0, decode_seconds = 0;
+};
+
+// Where a generation's output goes. Called on the model's thread.
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+  // Asked before each prefill chunk and each token: true once nobody waits for the reply.
+  virtual bool cancelled() { return false; }
+  // After each prefill chunk: `done` of `total` prompt positions are in the session.
+  virtual void prefill_progress(size_t done, size_t total) {}
+  // One event of the reply, in order.
+  virtual void on_event(const ReplyEvent& e) = 0;
+  // Each reply id as it is chosen (before its events).
+  virtual void on_token(int32_t id) {}
+};
+
+class Decoder {
+ public:
+  // `cache` (may be null) supplies prefix snapshots and keeps the new ones.
+  Decoder(Model& model, PrefixCache* cache) : model_(model), cache_(cache) {}
+
+  // Generates the reply to `in.prompt` into `s`: a session that holds an earlier turn of the
+  // same conversation is continued, any other is started afresh (with s.ctx() positions).
+  // `parser` reads the reply (the family's, or plain text; null when only ids are wanted). Engine
+  // errors propagate; the session is then marked broken.
+  DecodeResult run(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink);
+  // The logits after the last position run() computed (vocab floats).
+  const std::vector<float>& logits() const { return logits_; }
+
+ private:
+  bool prefill(Session& s, const DecodeInput& in, ReplySink& sink, DecodeResult& r);
+  bool feed(Session& s, const DecodeInput& in, size_t from, size_t to, float* logits,
+            ReplySink& sink);
+  int32_t next_token(DecodeInput& in, Sampler& sampler, const std::vector<int32_t>& generated);
+
+  Model& model_;
+  PrefixCache* cache_;
+  std::vector<float> logits_;
+  std::vector<uint8_t> mask_;  // the constraint's allowed ids, one bit each
+};
+
+}  // namespace waste

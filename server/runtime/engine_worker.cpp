@@ -1,0 +1,109 @@
+#include "server/runtime/engine_worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include "engine/base/error.h"
+#include "engine/base/stopwatch.h"
+
+namespace waste {
+
+EngineWorker::EngineWorker(Model& model, WorkerOptions opt)
+    : model_(model), opt_(opt), cache_(opt.snapshot_bytes), decoder_(model, &cache_) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+EngineWorker::~EngineWorker() {
+  stop();
+}
+
+bool EngineWorker::submit(Job job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The limit counts jobs waiting behind the running one; an idle worker takes one at once.
+  bool idle = !busy_ && queue_.empty();
+  if (stop_ || (!idle && queue_.size() >= opt_.queue_limit)) return false;
+  job.enqueued = SteadyClock::now();
+  queue_.push_back(std::move(job));
+  cv_.notify_one();
+  return true;
+}
+
+bool EngineWorker::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
+}
+
+size_t EngineWorker::queue_depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+void EngineWorker::stop() {
+  std::deque<Job> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+    left.swap(queue_);
+  }
+  cv_.notify_all();
+  for (Job& j : left) j.sink->fail(503, "the server is shutting down", "shutting_down");
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineWorker::loop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;  // under the lock, so submit() never sees an idle worker with a job in hand
+    }
+    run(job);
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+}
+
+void EngineWorker::run(Job& job) {
+  counters_.requests++;
+  double queued = seconds_since(job.enqueued);
+  if (job.sink->cancelled()) {
+    counters_.cancelled++;
+    spdlog::info("{} cancelled while queued ({:.2f} s)", job.id, queued);
+    return;
+  }
+  DecodeResult r;
+  try {
+    job.sink->begin();
+    Session s = model_.new_session(opt_.ctx);
+    r = decoder_.run(s, job.input, job.parser.get(), *job.sink);
+  } catch (const std::exception& e) {
+    counters_.failed++;
+    spdlog::error("{} failed: {}", job.id, e.what());
+    job.sink->fail(500, e.what(), "engine_error");
+    return;
+  }
+  count(r);
+  if (r.finish != Finish::kCancelled) job.sink->end(r);
+  spdlog::info(
+      "{} {} tokens in ({} cached), {} out, queue {:.2f} s, prefill {:.2f} s, decode {:.2f} s, {}",
+      job.id, r.prompt_tokens, r.cached_tokens, r.tokens.size(), queued, r.prefill_seconds,
+      r.decode_seconds,
+      r.finish == Finish::kCancelled ? "cancelled: client gone"
+                                     : std::string("finish: ") + finish_name(r.finish));
+}
+
+// Counted before the answer goes out, so a client that reads /metrics after its response sees it.
+void EngineWorker::count(const DecodeResult& r) {
+  counters_.prompt_tokens += (uint64_t)r.prompt_tokens;
+  counters_.completion_tokens += (uint64_t)r.tokens.size();
+  counters_.cached_tokens += (uint64_t)r.cached_tokens;
+  counters_.prefill_micros += (uint64_t)(r.prefill_seconds * 1e6);
+  counters_.decode_micros += (uint64_t)(r.decode_seconds * 1e6);
+  if (r.finish == Finish::kCancelled) counters_.cancelled++;
+}
+
+}  // namespace waste

@@ -1,0 +1,91 @@
+// The one thread that owns the model. Jobs wait in a bounded FIFO queue; the worker runs each
+// through the Decoder (which restores the longest cached prefix, prefills the rest, decodes and
+// snapshots the conversation for its next turn) and hands the output to the job's sink, which
+// writes it in its API's shape. A client that goes away cancels its job within one token.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/model/model.h"
+#include "prompt_templates/reply_parser.h"
+#include "server/runtime/decoder.h"
+#include "server/runtime/prefix_cache.h"
+
+namespace waste {
+
+// The job's side of a generation: where its events go and how it answers.
+class JobSink : public ReplySink {
+ public:
+  // The worker took the job (a stream starts here).
+  virtual void begin() {}
+  // The reply is complete (not called when cancelled): the final chunks, or the whole body.
+  virtual void end(const DecodeResult& r) = 0;
+  // The job failed (`status` 500 for an engine error, 503 when the server stops before it ran):
+  // an error body, or an error event that ends a stream that already began.
+  virtual void fail(int status, const std::string& message, const std::string& code) = 0;
+};
+
+struct Job {
+  std::string id;  // for logs
+  DecodeInput input;
+  std::unique_ptr<ReplyParser> parser;  // null when only ids are wanted
+  std::unique_ptr<JobSink> sink;
+  std::chrono::steady_clock::time_point enqueued;
+};
+
+struct WorkerOptions {
+  size_t queue_limit = 16;
+  int64_t ctx = 4096;
+  uint64_t snapshot_bytes = 1ull << 30;
+};
+
+// Counters for /metrics; read from any thread.
+struct WorkerCounters {
+  std::atomic<uint64_t> requests{0}, failed{0}, cancelled{0};
+  std::atomic<uint64_t> prompt_tokens{0}, completion_tokens{0}, cached_tokens{0};
+  std::atomic<uint64_t> decode_micros{0};  // time spent decoding (for tok/s)
+  std::atomic<uint64_t> prefill_micros{0};
+};
+
+class EngineWorker {
+ public:
+  EngineWorker(Model& model, WorkerOptions opt);
+  ~EngineWorker();
+
+  // False when the queue is full (the caller answers 429) or the worker is stopping (503).
+  bool submit(Job job);
+  bool stopping() const;
+  size_t queue_depth() const;
+  bool busy() const { return busy_; }
+  const WorkerCounters& counters() const { return counters_; }
+  const PrefixCache& prefix_cache() const { return cache_; }
+  const WorkerOptions& options() const { return opt_; }
+  // Stops taking work; queued jobs get 503; the running one finishes or is cancelled.
+  void stop();
+
+ private:
+  void loop();
+  void run(Job& job);
+  void count(const DecodeResult& r);
+
+  Model& model_;
+  WorkerOptions opt_;
+  PrefixCache cache_;
+  Decoder decoder_;
+  WorkerCounters counters_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stop_ = false;
+  std::atomic<bool> busy_{false};
+  std::thread thread_;
+};
+
+}  // namespace waste

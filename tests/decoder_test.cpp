@@ -1,0 +1,226 @@
+// The Decoder (server/runtime/decoder.h), the one decode loop of the daemon and the CLI: its end
+// rules, forced tokens, stop strings, cancellation and the prefix snapshots it takes, on a tiny
+// synthetic Kimi-Linear model. Logit biases make the model write what a rule needs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "engine/base/error.h"
+#include "engine/synth/synth.h"
+#include "prompt_templates/chat_format.h"
+#include "server/runtime/decoder.h"
+#include "server/runtime/model_host.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+// Records what reaches the sink; cancels once `cancel_after` tokens were chosen (-1: never).
+class RecordingSink final : public ReplySink {
+ public:
+  bool cancelled() override { return cancel_after >= 0 && (int)ids.size() >= cancel_after; }
+  void prefill_progress(size_t done, size_t total) override { progress.push_back({done, total}); }
+  void on_token(int32_t id) override { ids.push_back(id); }
+  void on_event(const ReplyEvent& e) override {
+    if (e.kind == ReplyEvent::Kind::kContent) content += e.text;
+    if (e.kind == ReplyEvent::Kind::kEnd) ended++;
+  }
+
+  int cancel_after = -1;
+  std::vector<int32_t> ids;
+  std::vector<std::pair<size_t, size_t>> progress;
+  std::string content;
+  int ended = 0;
+};
+
+class DecoderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    write_synthetic(dir_->path() / "kl.waste", {Arch::kKimiLinear, "tiny", 3});
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  void SetUp() override {
+    EngineOptions eo;
+    eo.threads = 2;
+    eo.chunk = 4;
+    host_ = std::make_unique<ModelHost>((dir_->path() / "kl.waste").string(), eo);
+    format_ = std::make_unique<ChatFormat>(*host_->tokenizer(), host_->eos(), ChatDefaults{});
+  }
+
+  const Tokenizer& tok() const { return *host_->tokenizer(); }
+  int32_t id_of(const std::string& text) const {
+    std::vector<int> ids = tok().encode_text(text);
+    EXPECT_EQ(ids.size(), 1u) << text;
+    return ids.at(0);
+  }
+
+  // A greedy input over `prompt` that never picks an end id unless told to.
+  DecodeInput input(std::vector<int32_t> prompt, int64_t max_new) const {
+    DecodeInput in;
+    in.prompt = std::move(prompt);
+    in.end_ids = format_->end_ids();
+    in.sampler.temperature = 0;
+    in.max_new = max_new;
+    for (int32_t end : in.end_ids) in.sampler.logit_bias.push_back({end, -100});
+    return in;
+  }
+
+  DecodeResult run(DecodeInput& in, RecordingSink& sink, PrefixCache* cache = nullptr,
+                   int64_t ctx = 256) {
+    Session s = host_->model().new_session(ctx);
+    Decoder d(host_->model(), cache);
+    auto parser = format_->parser(false, 1);
+    return d.run(s, in, parser.get(), sink);
+  }
+
+  static test::TempDir* dir_;
+  std::unique_ptr<ModelHost> host_;
+  std::unique_ptr<ChatFormat> format_;
+};
+
+test::TempDir* DecoderTest::dir_ = nullptr;
+
+TEST_F(DecoderTest, AnEndIdEndsTheReplyAndIsNotContent) {
+  ASSERT_FALSE(format_->end_ids().empty());
+  for (int32_t end : format_->end_ids()) {
+    DecodeInput in = input({1, 2, 3}, 20);
+    in.sampler.logit_bias = {{end, 100}};
+    RecordingSink sink;
+    DecodeResult r = run(in, sink);
+    EXPECT_EQ(r.finish, Finish::kEnd);
+    EXPECT_EQ(r.tokens, std::vector<int32_t>{end});
+    EXPECT_EQ(sink.content, "");
+    EXPECT_EQ(sink.ended, 1);
+  }
+}
+
+TEST_F(DecoderTest, MaxNewEndsWithLength) {
+  DecodeInput in = input({1, 2, 3}, 5);
+  RecordingSink sink;
+  DecodeResult r = run(in, sink);
+  EXPECT_EQ(r.finish, Finish::kLength);
+  EXPECT_EQ(r.tokens.size(), 5u);
+  EXPECT_EQ(sink.ids, r.tokens);
+  EXPECT_EQ(sink.ended, 1);  // the parser is finished even when the budget ran out
+}
+
+TEST_F(DecoderTest, AFullContextEndsWithLength) {
+  DecodeInput in = input({1, 2, 3}, 100);
+  RecordingSink sink;
+  DecodeResult r = run(in, sink, nullptr, /*ctx=*/6);
+  EXPECT_EQ(r.finish, Finish::kLength);
+  // The prompt and the reply together fit the context, as the daemon's reply budget counts it.
+  EXPECT_EQ(r.tokens.size(), 3u);
+}
+
+TEST_F(DecoderTest, AStopStringEndsTheReplyAndIsNeverShown) {
+  const int32_t x = id_of("X");
+  const int32_t y = id_of("Y");
+  DecodeInput in = input({1, 2}, 20);
+  in.forced = {y, y};
+  in.sampler.logit_bias.push_back({x, 100});
+  in.stop = {"YX"};
+  RecordingSink sink;
+  DecodeResult r = run(in, sink);
+  EXPECT_EQ(r.finish, Finish::kStop);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{y, y, x}));
+  EXPECT_EQ(sink.content, "Y");  // "Y" + "YX": the stop string and nothing after it is cut
+}
+
+TEST_F(DecoderTest, HeldBackTextIsReleasedWhenNoStopFollows) {
+  const int32_t y = id_of("Y");
+  DecodeInput in = input({1, 2}, 2);
+  in.forced = {y, y};
+  in.stop = {"YX"};
+  RecordingSink sink;
+  DecodeResult r = run(in, sink);
+  EXPECT_EQ(r.finish, Finish::kLength);
+  EXPECT_EQ(sink.content, "YY");
+}
+
+TEST_F(DecoderTest, ForcedTokensComeFirstThenTheSampler) {
+  DecodeInput free_run = input({5, 6, 7}, 4);
+  RecordingSink a;
+  DecodeResult greedy = run(free_run, a);
+  ASSERT_EQ(greedy.tokens.size(), 4u);
+  // Forcing the first two greedy tokens changes nothing after them.
+  DecodeInput in = input({5, 6, 7}, 4);
+  in.forced = {greedy.tokens[0], greedy.tokens[1]};
+  RecordingSink b;
+  EXPECT_EQ(run(in, b).tokens, greedy.tokens);
+}
+
+TEST_F(DecoderTest, CancellationStopsPrefillAndDecodeAndKeepsNoSnapshot) {
+  PrefixCache cache(1 << 30);
+  DecodeInput in = input({1, 2, 3, 4, 5, 6, 7, 8, 9}, 20);
+  in.boundary = 5;
+  RecordingSink sink;
+  sink.cancel_after = 2;
+  DecodeResult r = run(in, sink, &cache);
+  EXPECT_EQ(r.finish, Finish::kCancelled);
+  EXPECT_EQ(r.tokens.size(), 2u);
+  EXPECT_EQ(cache.size(), 1u);  // the boundary snapshot only, not the cancelled reply's
+  RecordingSink early;
+  early.cancel_after = 0;  // gone before the prefill began
+  DecodeInput again = input({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 20);
+  EXPECT_EQ(run(again, early).finish, Finish::kCancelled);
+  EXPECT_TRUE(early.progress.empty());
+}
+
+TEST_F(DecoderTest, SnapshotsAtTheBoundaryAndTheEndAreRestored) {
+  PrefixCache cache(1 << 30);
+  DecodeInput first = input({1, 2, 3, 4, 5, 6, 7}, 3);
+  first.boundary = 4;
+  RecordingSink a;
+  DecodeResult r1 = run(first, a, &cache);
+  EXPECT_EQ(r1.cached_tokens, 0);
+  EXPECT_EQ(cache.size(), 2u);  // at the boundary and after the reply
+  // The next turn re-sends the history and the reply: only the new part is computed.
+  std::vector<int32_t> next = first.prompt;
+  next.insert(next.end(), r1.tokens.begin(), r1.tokens.end() - 1);  // the last is never fed
+  next.push_back(9);
+  DecodeInput second = input(next, 3);
+  RecordingSink b;
+  DecodeResult r2 = run(second, b, &cache);
+  EXPECT_EQ(r2.cached_tokens, (int64_t)(first.prompt.size() + r1.tokens.size() - 1));
+  // And the restored state gives the same reply as a cold prefill of the same prompt.
+  DecodeInput cold = input(next, 3);
+  RecordingSink c;
+  EXPECT_EQ(run(cold, c).tokens, r2.tokens);
+}
+
+TEST_F(DecoderTest, ASessionHoldingAnEarlierTurnIsContinued) {
+  Decoder d(host_->model(), nullptr);
+  Session s = host_->model().new_session(64);
+  DecodeInput first = input({1, 2, 3}, 2);
+  RecordingSink a;
+  DecodeResult r1 = d.run(s, first, nullptr, a);
+  std::vector<int32_t> next = {1, 2, 3, r1.tokens[0], 8};
+  DecodeInput second = input(next, 2);
+  RecordingSink b;
+  DecodeResult r2 = d.run(s, second, nullptr, b);
+  EXPECT_EQ(r2.cached_tokens, 4);
+  // A session whose history is not a prefix of the prompt starts afresh.
+  DecodeInput other = input({7, 7, 7}, 2);
+  RecordingSink c;
+  EXPECT_EQ(d.run(s, other, nullptr, c).cached_tokens, 0);
+}
+
+TEST_F(DecoderTest, PrefillReportsProgressPerChunk) {
+  DecodeInput in = input({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 1);
+  RecordingSink sink;
+  run(in, sink);
+  // chunk 4: 4, 8, 10 of 10
+  EXPECT_EQ(sink.progress, (std::vector<std::pair<size_t, size_t>>{{4, 10}, {8, 10}, {10, 10}}));
+}
+
+TEST_F(DecoderTest, AnEmptyPromptIsRefused) {
+  DecodeInput in = input({}, 1);
+  RecordingSink sink;
+  EXPECT_THROW(run(in, sink), UsageError);
+}
+
+}  // namespace
+}  // namespace waste

@@ -1,0 +1,232 @@
+// The OpenAI side of a generation (server/api/openai_sink.h) over a recording ResponseWriter:
+// which calls a stream and a plain answer make, in which order, and what finish_reason, usage
+// and error bodies they carry.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <string>
+#include <vector>
+
+#include "server/api/openai_sink.h"
+
+namespace waste {
+namespace {
+
+// Every call as one line: "send 200 application/json BODY", "start", "event DATA", "comment
+// TEXT", "finish".
+class RecordingWriter final : public http::ResponseWriter {
+ public:
+  bool send(int status, const std::string& type, std::string body,
+            const std::map<std::string, std::string>&) override {
+    calls.push_back(fmt::format("send {} {} {}", status, type, body));
+    return true;
+  }
+  bool start_events() override {
+    calls.push_back("start");
+    return true;
+  }
+  bool event(const std::string& data) override {
+    calls.push_back("event " + data);
+    return true;
+  }
+  bool comment(const std::string& text) override {
+    calls.push_back("comment " + text);
+    return true;
+  }
+  void finish() override { calls.push_back("finish"); }
+  bool closed() const override { return gone; }
+
+  std::vector<std::string> calls;
+  bool gone = false;
+};
+
+ReplyEvent event(ReplyEvent::Kind kind, std::string text = "", size_t index = 0,
+                 std::string id = "", std::string name = "") {
+  ReplyEvent e;
+  e.kind = kind;
+  e.text = std::move(text);
+  e.tool_index = index;
+  e.id = std::move(id);
+  e.name = std::move(name);
+  return e;
+}
+
+DecodeResult result(Finish f, size_t tokens) {
+  DecodeResult r;
+  r.finish = f;
+  r.prompt_tokens = 11;
+  r.cached_tokens = 4;
+  r.tokens.assign(tokens, 1);
+  return r;
+}
+
+simdjson::dom::element parse(simdjson::dom::parser& p, const std::string& json) {
+  return p.parse(json).value();
+}
+
+const ResponseHeader kHeader{"chatcmpl-1", 1700000000, "m", ""};
+
+using K = ReplyEvent::Kind;
+
+TEST(OpenAiSink, ChatBodyHoldsTheWholeReply) {
+  auto w = std::make_shared<RecordingWriter>();
+  OpenAiSink sink(w, kHeader, {true, false, false});
+  sink.begin();
+  sink.on_event(event(K::kReasoning, "think"));
+  sink.on_event(event(K::kContent, "Hel"));
+  sink.on_event(event(K::kContent, "lo"));
+  sink.on_event(event(K::kToolCallStart, "", 0, "call_a", "f"));
+  sink.on_event(event(K::kToolCallArguments, "{\"x\":", 0));
+  sink.on_event(event(K::kToolCallArguments, "1}", 0));
+  sink.on_event(event(K::kEnd));
+  sink.end(result(Finish::kEnd, 7));
+  ASSERT_EQ(w->calls.size(), 1u);
+  const std::string prefix = "send 200 application/json ";
+  ASSERT_TRUE(w->calls[0].starts_with(prefix)) << w->calls[0];
+  simdjson::dom::parser p;
+  auto body = parse(p, w->calls[0].substr(prefix.size()));
+  EXPECT_EQ(std::string_view(body["object"]), "chat.completion");
+  EXPECT_EQ(std::string_view(body["id"]), "chatcmpl-1");
+  auto choice = body["choices"].at(0);
+  EXPECT_EQ(std::string_view(choice["finish_reason"]), "tool_calls");
+  EXPECT_EQ(std::string_view(choice["message"]["content"]), "Hello");
+  EXPECT_EQ(std::string_view(choice["message"]["reasoning_content"]), "think");
+  auto call = choice["message"]["tool_calls"].at(0);
+  EXPECT_EQ(std::string_view(call["id"]), "call_a");
+  EXPECT_EQ(std::string_view(call["function"]["name"]), "f");
+  EXPECT_EQ(std::string_view(call["function"]["arguments"]), "{\"x\":1}");
+  EXPECT_EQ(int64_t(body["usage"]["prompt_tokens"]), 11);
+  EXPECT_EQ(int64_t(body["usage"]["completion_tokens"]), 7);
+  EXPECT_EQ(int64_t(body["usage"]["total_tokens"]), 18);
+  EXPECT_EQ(int64_t(body["usage"]["prompt_tokens_details"]["cached_tokens"]), 4);
+}
+
+TEST(OpenAiSink, FinishReasons) {
+  EXPECT_EQ(openai_finish_reason(Finish::kEnd, false), "stop");
+  EXPECT_EQ(openai_finish_reason(Finish::kStop, false), "stop");
+  EXPECT_EQ(openai_finish_reason(Finish::kEnd, true), "tool_calls");
+  EXPECT_EQ(openai_finish_reason(Finish::kStop, true), "tool_calls");
+  // A reply cut by the budget says so even when it had begun a call.
+  EXPECT_EQ(openai_finish_reason(Finish::kLength, true), "length");
+  EXPECT_EQ(openai_finish_reason(Finish::kLength, false), "length");
+}
+
+TEST(OpenAiSink, ChatStreamOrder) {
+  auto w = std::make_shared<RecordingWriter>();
+  OpenAiSink sink(w, kHeader, {true, true, true});
+  sink.begin();
+  sink.on_event(event(K::kReasoning, "r"));
+  sink.on_event(event(K::kContent, "c"));
+  sink.on_event(event(K::kContent, ""));  // nothing to say: no chunk
+  sink.on_event(event(K::kToolCallStart, "", 0, "call_a", "f"));
+  sink.on_event(event(K::kToolCallArguments, "{}", 0));
+  sink.on_event(event(K::kToolCallEnd, "", 0));
+  sink.on_event(event(K::kEnd));
+  sink.end(result(Finish::kEnd, 3));
+  std::vector<std::string> kinds;
+  simdjson::dom::parser p;
+  for (const std::string& c : w->calls) {
+    if (!c.starts_with("event {")) {
+      kinds.push_back(c);
+      continue;
+    }
+    auto chunk = parse(p, c.substr(6));
+    if (chunk["choices"].get_array().size() == 0) {
+      kinds.push_back(fmt::format("usage {}", int64_t(chunk["usage"]["completion_tokens"])));
+      continue;
+    }
+    auto choice = chunk["choices"].at(0);
+    auto d = choice["delta"];
+    if (!choice["finish_reason"].is_null())
+      kinds.push_back(std::string("finish ") +
+                      std::string(std::string_view(choice["finish_reason"])));
+    else if (d["role"].error() == simdjson::SUCCESS)
+      kinds.push_back("role");
+    else if (d["reasoning_content"].error() == simdjson::SUCCESS)
+      kinds.push_back("reasoning " + std::string(std::string_view(d["reasoning_content"])));
+    else if (d["content"].error() == simdjson::SUCCESS)
+      kinds.push_back("content " + std::string(std::string_view(d["content"])));
+    else if (d["tool_calls"].at(0)["id"].error() == simdjson::SUCCESS)
+      kinds.push_back("call " +
+                      std::string(std::string_view(d["tool_calls"].at(0)["function"]["name"])));
+    else
+      kinds.push_back("arguments " + std::string(std::string_view(
+                                         d["tool_calls"].at(0)["function"]["arguments"])));
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"start", "role", "reasoning r", "content c", "call f",
+                                             "arguments {}", "finish tool_calls", "usage 3",
+                                             "event [DONE]", "finish"}));
+}
+
+TEST(OpenAiSink, CompletionStreamAndBody) {
+  ResponseHeader h{"cmpl-1", 1, "m", ""};
+  auto w = std::make_shared<RecordingWriter>();
+  OpenAiSink stream(w, h, {false, true, false});
+  stream.begin();
+  stream.on_event(event(K::kContent, "ab"));
+  stream.end(result(Finish::kLength, 2));
+  ASSERT_EQ(w->calls.size(), 5u);
+  EXPECT_EQ(w->calls[0], "start");
+  EXPECT_NE(w->calls[1].find("\"text\":\"ab\""), std::string::npos) << w->calls[1];
+  EXPECT_NE(w->calls[2].find("\"finish_reason\":\"length\""), std::string::npos) << w->calls[2];
+  EXPECT_EQ(w->calls[3], "event [DONE]");
+  EXPECT_EQ(w->calls[4], "finish");
+
+  auto b = std::make_shared<RecordingWriter>();
+  OpenAiSink body(b, h, {false, false, false});
+  body.begin();
+  body.on_event(event(K::kContent, "ab"));
+  body.end(result(Finish::kEnd, 2));
+  ASSERT_EQ(b->calls.size(), 1u);
+  EXPECT_NE(b->calls[0].find("\"object\":\"text_completion\""), std::string::npos);
+  EXPECT_NE(b->calls[0].find("\"text\":\"ab\""), std::string::npos);
+  EXPECT_NE(b->calls[0].find("\"finish_reason\":\"stop\""), std::string::npos);
+}
+
+TEST(OpenAiSink, FailuresBeforeAndDuringAStream) {
+  auto w = std::make_shared<RecordingWriter>();
+  OpenAiSink queued(w, kHeader, {true, true, false});
+  queued.fail(503, "the server is shutting down", "shutting_down");  // never began
+  ASSERT_EQ(w->calls.size(), 1u);
+  EXPECT_TRUE(w->calls[0].starts_with("send 503 application/json {\"error\":")) << w->calls[0];
+  EXPECT_NE(w->calls[0].find("\"code\":\"shutting_down\""), std::string::npos);
+
+  auto s = std::make_shared<RecordingWriter>();
+  OpenAiSink running(s, kHeader, {true, true, false});
+  running.begin();
+  running.fail(500, "bad record", "engine_error");
+  ASSERT_EQ(s->calls.size(), 5u);  // start, role, the error event, [DONE], finish
+  EXPECT_TRUE(s->calls[2].starts_with("event {\"error\":")) << s->calls[2];
+  EXPECT_NE(s->calls[2].find("\"type\":\"server_error\""), std::string::npos);
+  EXPECT_EQ(s->calls[3], "event [DONE]");
+  EXPECT_EQ(s->calls[4], "finish");
+}
+
+TEST(OpenAiSink, KeepAliveOnlyInStreamsAndOnlyAfterSilence) {
+  auto w = std::make_shared<RecordingWriter>();
+  OpenAiSink quiet(w, kHeader, {true, true, false, std::chrono::milliseconds(0)});
+  quiet.begin();
+  quiet.prefill_progress(1, 10);
+  EXPECT_EQ(w->calls.back(), "comment prefill in progress");
+  OpenAiSink patient(w, kHeader, {true, true, false, std::chrono::hours(1)});
+  size_t before = w->calls.size();
+  patient.prefill_progress(1, 10);  // not begun, and not silent for long
+  EXPECT_EQ(w->calls.size(), before);
+  OpenAiSink plain(w, kHeader, {true, false, false, std::chrono::milliseconds(0)});
+  plain.begin();
+  plain.prefill_progress(1, 10);
+  EXPECT_EQ(w->calls.size(), before);
+}
+
+TEST(OpenAiSink, CancelledOnceTheClientIsGone) {
+  auto w = std::make_shared<RecordingWriter>();
+  OpenAiSink sink(w, kHeader, {true, false, false});
+  EXPECT_FALSE(sink.cancelled());
+  w->gone = true;
+  EXPECT_TRUE(sink.cancelled());
+}
+
+}  // namespace
+}  // namespace waste
