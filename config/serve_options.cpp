@@ -56,6 +56,23 @@ const std::vector<ServeOption>& options() {
         {{"--snapshot-memory", "WASTE_SNAPSHOT_MEMORY", "snapshot_memory",
           "RAM for prompt-prefix snapshots (default 2G)"},
          [](ServeOptions& o, const std::string& v) { o.snapshot_bytes = parse_bytes(v); }},
+        {{"--allowed-hosts", "WASTE_ALLOWED_HOSTS", "allowed_hosts",
+          "Host names served, comma-separated ('*': any; default: loopback names and --host, or "
+          "any when bound to every interface)"},
+         [](ServeOptions& o, const std::string& v) { o.allowed_hosts = option_list(v); }},
+        {{"--http-threads", "WASTE_HTTP_THREADS", "http_threads",
+          "threads that move HTTP bytes (default 2); parsing and decoding run elsewhere"},
+         [](ServeOptions& o, const std::string& v) { o.http_threads = (int)option_int(v, 1, 64); }},
+        {{"--max-connections", "WASTE_MAX_CONNECTIONS", "max_connections",
+          "open connections served at once (default 512; more get 503)"},
+         [](ServeOptions& o, const std::string& v) {
+           o.max_connections = (size_t)option_int(v, 1, 1000000);
+         }},
+        {{"--shutdown-grace", "WASTE_SHUTDOWN_GRACE", "shutdown_grace",
+          "seconds a running reply may take to finish after SIGTERM (default 30)"},
+         [](ServeOptions& o, const std::string& v) {
+           o.shutdown_grace = std::chrono::seconds(option_int(v, 0, 86400));
+         }},
         {{"--cors", "WASTE_CORS", "cors", "allowed browser origins, comma-separated ('*': any)"},
          [](ServeOptions& o, const std::string& v) { o.cors = option_list(v); }},
         {{"--thinking", "WASTE_THINKING", "thinking",
@@ -71,6 +88,13 @@ const std::vector<ServeOption>& options() {
           "fetch http(s) image URLs (default false: only data: URLs); the server then makes "
           "requests on clients' behalf, to any host they name"},
          [](ServeOptions& o, const std::string& v) { o.allow_remote_images = parse_bool(v); }},
+        {{"--allow-private-image-hosts", "WASTE_ALLOW_PRIVATE_IMAGE_HOSTS",
+          "allow_private_image_hosts",
+          "with --allow-remote-images: also fetch from loopback, link-local and private "
+          "addresses (default false)"},
+         [](ServeOptions& o, const std::string& v) {
+           o.allow_private_image_hosts = parse_bool(v);
+         }},
         {{"--max-image-bytes", "WASTE_MAX_IMAGE_BYTES", "max_image_bytes",
           "largest image file, checked before base64 decoding (default 20M)"},
          [](ServeOptions& o, const std::string& v) {

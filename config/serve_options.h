@@ -2,6 +2,7 @@
 // its validation. Precedence: defaults < config file < environment < command line.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -23,11 +24,16 @@ struct ServeOptions {
   int64_t max_tokens = 0;         // cap on max_tokens (0: the context is the cap)
   int64_t default_max_tokens = 4096;
   uint64_t snapshot_bytes = 2ull << 30;
-  std::vector<std::string> cors;         // allowed origins; "*" for any
-  bool thinking = true;                  // K3: thinking when the request does not say
-  std::string effort = "max";            // K3: thinking effort when the request does not say
-  bool allow_remote_images = false;      // fetch http(s) image URLs (the server makes requests)
-  uint64_t max_image_bytes = 20u << 20;  // one image's file, i.e. a data URL after base64
+  std::vector<std::string> cors;           // allowed origins; "*" for any
+  std::vector<std::string> allowed_hosts;  // Host names served; empty: the default (serve.cpp)
+  int http_threads = 2;
+  size_t max_connections = 512;
+  std::chrono::seconds shutdown_grace{30};
+  bool thinking = true;                    // K3: thinking when the request does not say
+  std::string effort = "max";              // K3: thinking effort when the request does not say
+  bool allow_remote_images = false;        // fetch http(s) image URLs (the server makes requests)
+  bool allow_private_image_hosts = false;  // ... also from loopback, link-local, private hosts
+  uint64_t max_image_bytes = 20u << 20;    // one image's file, i.e. a data URL after base64
   uint64_t max_image_pixels = 40'000'000;
   size_t max_images = 8;          // per request
   int64_t max_image_patches = 0;  // per image; 0: the container's vision.json max_patches

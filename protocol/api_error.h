@@ -1,4 +1,5 @@
-// An error to answer in OpenAI's shape: HTTP status, type, the offending parameter and a code.
+// A request refused: the HTTP status, a message, the offending parameter, a code and a type, for
+// each API to answer in its own error shape.
 #pragma once
 
 #include <stdexcept>
@@ -8,14 +9,17 @@ namespace waste {
 
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int http_status, std::string message, std::string param_name = "",
+  ApiError(int http_status, std::string message_text, std::string param_name = "",
            std::string error_code = "", std::string error_type = "")
-      : std::runtime_error(std::move(message)),
+      : std::runtime_error(message_text),
+        message(std::move(message_text)),
         status(http_status),
         param(std::move(param_name)),
         code(std::move(error_code)),
         type(error_type.empty() ? default_type(http_status) : std::move(error_type)) {}
 
+  // The whole message: what() ends at an embedded NUL, and a field's value may hold one.
+  std::string message;
   int status;
   std::string param;
   std::string code;

@@ -17,6 +17,7 @@ namespace waste {
 struct DataUrl {
   std::string mime;  // lowercased media type, e.g. "image/png"; empty when the URL names none
   std::vector<uint8_t> bytes;
+  bool remote = false;  // fetched from an http(s) URL rather than carried inline
 };
 
 // True when `url` starts with "data:" (any case).

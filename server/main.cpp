@@ -19,6 +19,9 @@ const Command kCommands[] = {
     {"serve", waste::cli::cmd_serve,
      "waste serve [MODEL] [--host H] [--port P] [--api-key K] [--budget B] [--ctx N] "
      "[--config FILE] ... (waste serve --help lists every option)"},
+    {"health", waste::cli::cmd_health,
+     "waste health [URL] [--timeout SECONDS]   (default http://127.0.0.1:8000/health; exit 0 when "
+     "it answers 200)"},
     {"info", waste::cli::cmd_info, "waste info MODEL [--json] [--ctx N]"},
     {"verify", waste::cli::cmd_verify, "waste verify MODEL [--deep [--src DIR] [--threads N]]"},
     {"run", waste::cli::cmd_run,

@@ -58,7 +58,7 @@ TEST(Api, AFailedLoadIsReportedByHealth) {
   Served s;
   http::Server& server = s.server;
   std::promise<std::string> failed;
-  s.api.start_loading([&](const std::string& why) { failed.set_value(why); });
+  s.api.start_loading([] {}, [&](const std::string& why) { failed.set_value(why); });
   auto f = failed.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_NE(f.get().find("/nonexistent.waste"), std::string::npos);

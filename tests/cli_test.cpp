@@ -149,5 +149,34 @@ TEST(Cli, RenderAndTokenizeMatchTheReleaseGoldens) {
   for (int64_t id : ids) EXPECT_LT(id, 163584);
 }
 
+// The Docker build's first step runs scripts/bootstrap in a folder that holds nothing else; its
+// second configures without the test suites.
+TEST(Packaging, BootstrapRunsAloneAndTheImageBuildConfiguresWithoutTests) {
+  test::TempDir d;
+  fs::create_directories(d / "scripts");
+  fs::copy_file(test::source_dir() / "scripts/bootstrap", d / "scripts/bootstrap");
+  fs::permissions(d / "scripts/bootstrap", fs::perms::owner_all, fs::perm_options::add);
+  std::string out;
+  EXPECT_EQ(test::run_command((d / "scripts/bootstrap").string() + " --build", &out), 0) << out;
+  EXPECT_EQ(test::run_command((d / "scripts/bootstrap").string(), &out), 0) << out;
+  EXPECT_NE(out.find("no tests/e2e here"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command((d / "scripts/bootstrap").string() + " --bogus", &out), 2) << out;
+  ASSERT_EQ(test::run_command("cmake -S " + test::source_dir().string() + " -B " +
+                                  (d / "build").string() +
+                                  " -G Ninja -DCMAKE_BUILD_TYPE=Release -DWASTE_TESTS=OFF",
+                              &out),
+            0)
+      << out;
+  EXPECT_FALSE(fs::exists(d / "build/tests")) << "the test suites were configured";
+}
+
+// `waste health`, the image's HEALTHCHECK: 0 for a 200, 1 for anything else or nothing there.
+TEST(Cli, HealthProbeExitCodes) {
+  std::string out;
+  EXPECT_EQ(test::run_command(waste_cmd("health http://127.0.0.1:1/health --timeout 1"), &out), 1)
+      << out;
+  EXPECT_EQ(test::run_command(waste_cmd("health not-a-url"), &out), 2) << out;
+}
+
 }  // namespace
 }  // namespace waste

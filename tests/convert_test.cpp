@@ -414,6 +414,42 @@ TEST_F(ConvertTest, K3WithMxfp4AndVisionConvertsAndRuns) {
   ASSERT_TRUE(c->chat_json().has_value());
 }
 
+// A disk too small is refused before any work, with the numbers; one that fills up part-way
+// stops the conversion with the reason; once there is room again the rerun resumes and gives the
+// very container a clean run gives.
+TEST_F(ConvertTest, AFullDiskStopsTheConversionAndARerunResumesIt) {
+  test::SmallFilesystem disk(8u << 20, false);
+  if (!disk.ok()) GTEST_SKIP() << "this machine lets no test mount a tmpfs";
+  try {
+    convert(quick(kl_src(), disk / "out"));
+    FAIL() << "a conversion started on a disk too small for it";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("free, but the rest of the conversion needs"),
+              std::string::npos)
+        << e.what();
+  }
+  // Room enough to start; then something else fills the disk once the trunk is written.
+  ASSERT_TRUE(disk.resize(256u << 20));
+  ConvertOptions o = quick(kl_src(), disk / "out");
+  o.step_hook = [&](const char* step) {
+    if (std::string(step) != "trunk.done") return;
+    std::FILE* f = std::fopen((disk / "filler").c_str(), "wb");
+    const std::string block(1 << 16, 'x');
+    while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {
+    }
+    std::fclose(f);
+  };
+  try {
+    convert(o);
+    FAIL() << "the conversion finished on a full disk";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  }
+  fs::remove(disk / "filler");
+  convert(quick(kl_src(), disk / "out"));
+  expect_same_container(disk / "out", kl_ref());
+}
+
 TEST_F(ConvertTest, JobsAndInstructionSetDoNotChangeABit) {
   test::TempDir d;
   ConvertOptions a = quick(kl_src(), d / "a", 1);

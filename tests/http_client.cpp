@@ -134,6 +134,24 @@ std::string http_request_then_hang_up(int port, const std::string& path, const s
   return raw;
 }
 
+std::string http_exchange(int port, const std::string& bytes, bool half_close, double seconds) {
+  int fd = connect_loopback(port);
+  send_all(fd, bytes);
+  if (half_close) shutdown(fd, SHUT_WR);
+  std::string raw;
+  char buf[65536];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd pf{fd, POLLIN, 0};
+    if (poll(&pf, 1, 100) <= 0) continue;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    raw.append(buf, (size_t)n);
+  }
+  close(fd);
+  return raw;
+}
+
 Daemon::Daemon(const std::vector<std::string>& args,
                const std::map<std::string, std::string>& env) {
   int p[2];
@@ -198,8 +216,16 @@ bool Daemon::wait_ready(double seconds) {
   return false;
 }
 
+void Daemon::signal(int sig) {
+  kill(pid_, sig);
+}
+
 int Daemon::terminate(double seconds) {
   kill(pid_, SIGTERM);
+  return wait_exit(seconds);
+}
+
+int Daemon::wait_exit(double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < deadline) {
     int st = 0;

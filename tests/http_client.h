@@ -28,6 +28,10 @@ HttpResponse http_request(int port, const std::string& method, const std::string
 std::string http_request_then_hang_up(int port, const std::string& path, const std::string& body,
                                       size_t bytes);
 
+// Sends `bytes` as they are on a fresh connection (then closes our sending side when
+// `half_close`) and returns everything the server sent until it closed (or `seconds` passed).
+std::string http_exchange(int port, const std::string& bytes, bool half_close, double seconds = 30);
+
 // `waste serve ARGS...` as a child process; the port is read from its "listening on" log line.
 class Daemon {
  public:
@@ -39,6 +43,9 @@ class Daemon {
   bool wait_ready(double seconds = 30);
   // Sends SIGTERM and waits; returns the exit status (or -1 on timeout).
   int terminate(double seconds = 20);
+  void signal(int sig);
+  // Waits for the daemon to exit; its exit status, or -1 when it is still running.
+  int wait_exit(double seconds);
   const std::string& log();  // everything the daemon printed so far
 
  private:

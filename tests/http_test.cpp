@@ -94,9 +94,21 @@ class Client {
     return true;
   }
 
-  // Reads one complete response off the connection (leaving any bytes after it in buf).
+  // Our side is done sending (the client half-closes); the server may still answer.
+  void half_close() { ::shutdown(fd_, SHUT_WR); }
+
+  // Reads one complete response off the connection (leaving any bytes after it in buf); interim
+  // 1xx responses before it are skipped, as HTTP/1.1 clients must.
   std::optional<Response> read_response(std::chrono::milliseconds timeout = kWait) {
     const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      std::optional<Response> r = read_one(deadline);
+      if (!r || r->result_int() >= 200) return r;
+      interim++;
+    }
+  }
+
+  std::optional<Response> read_one(Clock::time_point deadline) {
     bhttp::response_parser<bhttp::string_body> p;
     p.body_limit(256u << 20);
     p.eager(true);
@@ -138,6 +150,7 @@ class Client {
   }
 
   std::string buf;
+  int interim = 0;  // 1xx responses seen
 
  private:
   int fd_ = -1;
@@ -273,6 +286,21 @@ class HttpTest : public ::testing::Test {
     s.route("GET", "/hold", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
       std::lock_guard lk(mutex_);
       held_ = w;
+    });
+    // Answered from another thread a moment later, as the engine answers.
+    s.route("GET", "/later", [this](const Request& r, std::shared_ptr<ResponseWriter> w) {
+      std::string q = r.query;
+      spawn([w, q] {
+        std::this_thread::sleep_for(100ms);
+        w->send(200, "text/plain", "later " + q);
+      });
+    });
+    s.route("POST", "/later", [this](const Request& r, std::shared_ptr<ResponseWriter> w) {
+      std::string body = r.body;
+      spawn([w, body] {
+        std::this_thread::sleep_for(50ms);
+        w->send(200, "text/plain", body);
+      });
     });
     s.route("GET", "/silent", [](const Request&, std::shared_ptr<ResponseWriter>) {});
     s.route("GET", "/throw", [](const Request&, std::shared_ptr<ResponseWriter>) {
@@ -759,6 +787,171 @@ TEST_F(HttpTest, StopWithOnlyIdleConnectionsIsQuick) {
   EXPECT_TRUE(b.wait_closed(1s));
   Client late(port_);
   EXPECT_FALSE(late.connected() && late.request("GET", "/health").has_value());
+}
+
+// ---- keep-alive, pipelining and half-closes ----------------------------------------------
+
+// Requests sent back to back on one connection, answered later from other threads or at once,
+// are all answered, in order.
+TEST_F(HttpTest, PipelinedRequestsAreAllAnsweredInOrder) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(
+      c.send("GET /later?a HTTP/1.1\r\nHost: x\r\n\r\n"
+             "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+             "POST /later HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+             "GET /later?b HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto a = c.read_response();
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->body(), "later a");
+  auto h = c.read_response();
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->body(), R"({"status":"ok"})");
+  auto e = c.read_response();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->body(), "abc");
+  auto b = c.read_response();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->body(), "later b");
+}
+
+// A stray CRLF after a body (some clients send one) neither loses the answer nor the next one.
+TEST_F(HttpTest, AStrayCrlfAfterABodyIsHarmless) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("POST /later HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "hi");
+  EXPECT_EQ(status_of(c.request("GET", "/health")), 200);
+}
+
+// The next request sent while a stream runs waits for the stream, which ends whole.
+TEST_F(HttpTest, ARequestSentDuringAStreamWaitsForIt) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /sse HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(c.read_until("data: {\"n\":0}"));
+  ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto sse = c.read_response();
+  ASSERT_TRUE(sse);
+  EXPECT_NE(sse->body().find("data: [DONE]"), std::string::npos) << sse->body();
+  auto h = c.read_response();
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->result_int(), 200);
+}
+
+// HTTP lets a client close its sending side once the request is out; it still gets its answer,
+// whether the handler answers at once or later.
+TEST_F(HttpTest, AHalfClosedClientGetsItsResponse) {
+  start();
+  for (int i = 0; i < 100; ++i) {
+    Client c(port_);
+    const char* target = i % 2 ? "/health" : "/later?h";
+    ASSERT_TRUE(c.send(std::string("GET ") + target + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+    c.half_close();
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << "round " << i;
+    EXPECT_EQ(r->result_int(), 200) << "round " << i;
+    EXPECT_TRUE(c.wait_closed()) << "round " << i;  // nothing more can come: the server closes
+  }
+  // HTTP/1.0, which has no interim responses, too.
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /later?old HTTP/1.0\r\n\r\n"));
+  c.half_close();
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "later old");
+  EXPECT_EQ(c.interim, 0);
+}
+
+TEST_F(HttpTest, ARequestThatStallsGets408) {
+  Options o = options();
+  o.read_timeout = 300ms;
+  start(o);
+  Client c(port_);
+  ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"));
+  auto r = c.read_response(3s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 408);
+  auto e = parse_error(r->body());
+  ASSERT_TRUE(e) << r->body();
+  EXPECT_EQ(e->code, "request_timeout");
+  EXPECT_TRUE(c.wait_closed());
+  // An idle connection just closes, with nothing to say.
+  Client idle(port_);
+  EXPECT_TRUE(idle.wait_closed(3s));
+  EXPECT_TRUE(idle.buf.empty());
+}
+
+TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
+  Options o = options();
+  o.max_connections = 3;
+  start(o);
+  std::vector<std::unique_ptr<Client>> open;
+  for (int i = 0; i < 3; ++i) {
+    open.push_back(std::make_unique<Client>(port_));
+    EXPECT_EQ(status_of(open.back()->request("GET", "/health")), 200);
+  }
+  Client extra(port_);
+  auto r = extra.request("GET", "/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 503);
+  auto e = parse_error(r->body());
+  ASSERT_TRUE(e) << r->body();
+  EXPECT_EQ(e->code, "too_many_connections");
+  EXPECT_EQ(field(*r, "Retry-After"), "1");
+  open.pop_back();  // one leaves: a newcomer is served
+  EXPECT_TRUE(eventually([&] {
+    Client again(port_);
+    return status_of(again.request("GET", "/health")) == 200;
+  }));
+}
+
+// ---- access: Host names and content types --------------------------------------------------
+
+TEST_F(HttpTest, OnlyAllowedHostNamesAreServed) {
+  Options o = options();
+  o.allowed_hosts = {"localhost", "127.0.0.1", "::1"};
+  start(o);
+  auto ask = [&](const std::string& host_line) {
+    Client c(port_);
+    c.send("GET /health HTTP/1.1\r\n" + host_line + "\r\n");
+    return c.read_response();
+  };
+  EXPECT_EQ(status_of(ask("Host: localhost:8000\r\n")), 200);
+  EXPECT_EQ(status_of(ask("Host: LOCALHOST\r\n")), 200);
+  EXPECT_EQ(status_of(ask("Host: 127.0.0.1:1234\r\n")), 200);
+  EXPECT_EQ(status_of(ask("Host: [::1]:8000\r\n")), 200);
+  auto bad = ask("Host: rebind.example.com:8000\r\n");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->result_int(), 403);
+  auto e = parse_error(bad->body());
+  ASSERT_TRUE(e) << bad->body();
+  EXPECT_EQ(e->code, "host_not_allowed");
+  EXPECT_NE(e->message.find("rebind.example.com"), std::string::npos);
+}
+
+TEST_F(HttpTest, CrossSiteFormPostsAreRefused) {
+  Options o = options();
+  o.cors_origins = {"http://app.example"};
+  start(o);
+  auto post = [&](const std::string& headers) {
+    Client c(port_);
+    return c.request("POST", "/echo", "{}", headers);
+  };
+  EXPECT_EQ(status_of(post("Content-Type: application/json\r\n")), 200);
+  EXPECT_EQ(status_of(post("Content-Type: application/json; charset=utf-8\r\n")), 200);
+  EXPECT_EQ(status_of(post("")), 200);  // no type at all: not a browser's form
+  auto form = post("Content-Type: text/plain\r\nOrigin: http://evil.example\r\n");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->result_int(), 415);
+  auto e = parse_error(form->body());
+  ASSERT_TRUE(e) << form->body();
+  EXPECT_EQ(e->code, "unsupported_media_type");
+  EXPECT_EQ(status_of(post("Content-Type: application/x-www-form-urlencoded\r\n")), 415);
+  // An origin CORS lets in may send what it likes.
+  EXPECT_EQ(status_of(post("Content-Type: text/plain\r\nOrigin: http://app.example\r\n")), 200);
 }
 
 TEST_F(HttpTest, BindFailureIsAClearError) {

@@ -57,6 +57,46 @@ inline std::string png_rgb(int w, int h, uint64_t seed) {
          chunk("IEND", "");
 }
 
+// A w×h 8-bit gray PNG of zeros, deflated for real (fixed Huffman codes, one literal and then
+// back-references of 258 bytes), so a picture of many megapixels is a small file: what a
+// decompression bomb looks like.
+inline std::string png_zeros(int w, int h) {
+  const uint64_t n = (uint64_t)h * ((uint64_t)w + 1);  // a filter byte, then w pixels, per row
+  std::string z = "\x78\x01";
+  uint32_t acc = 0;
+  int bits = 0;
+  auto put = [&](uint32_t v, int count) {  // LSB first
+    acc |= v << bits;
+    bits += count;
+    while (bits >= 8) {
+      z += (char)(acc & 0xff);
+      acc >>= 8;
+      bits -= 8;
+    }
+  };
+  auto code = [&](uint32_t c, int len) {  // Huffman codes go most significant bit first
+    for (int i = len - 1; i >= 0; --i) put((c >> i) & 1, 1);
+  };
+  put(1, 1);      // the final block
+  put(1, 2);      // fixed Huffman codes
+  code(0x30, 8);  // literal 0
+  uint64_t left = n - 1;
+  for (; left >= 258; left -= 258) {
+    code(0xC5, 8);  // length 258 (symbol 285)
+    code(0, 5);     // distance 1
+  }
+  for (; left > 0; --left) code(0x30, 8);
+  code(0, 7);  // end of block
+  if (bits > 0) put(0, 8 - bits);
+  z += be32((uint32_t)((n % 65521) << 16 | 1));  // Adler-32 of n zeros
+  auto chunk = [](const std::string& type, const std::string& data) {
+    return be32((uint32_t)data.size()) + type + data + be32(png_crc(type + data));
+  };
+  std::string ihdr = be32(w) + be32(h) + std::string("\x08\x00\x00\x00\x00", 5);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", z) +
+         chunk("IEND", "");
+}
+
 inline std::string base64(const std::string& in) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;

@@ -182,7 +182,7 @@ TEST_F(ServerTest, ErrorsHaveOpenAIShapeAndStatus) {
   EXPECT_EQ(http_request(d->port(), "GET", "/v1/chat/completions").status, 405);
 }
 
-TEST_F(ServerTest, ApiKeyGuardsV1ButNotHealth) {
+TEST_F(ServerTest, ApiKeyGuardsV1AndMetricsButNotHealth) {
   auto d = start({kl()}, {{"WASTE_API_KEY", "sekret"}});
   EXPECT_EQ(http_request(d->port(), "GET", "/v1/models").status, 401);
   EXPECT_EQ(
@@ -192,6 +192,11 @@ TEST_F(ServerTest, ApiKeyGuardsV1ButNotHealth) {
       http_request(d->port(), "GET", "/v1/models", "", {{"Authorization", "Bearer sekret"}}).status,
       200);
   EXPECT_EQ(http_request(d->port(), "GET", "/health").status, 200);
+  // The metrics say what the server does: behind the key as well.
+  EXPECT_EQ(http_request(d->port(), "GET", "/metrics").status, 401);
+  EXPECT_EQ(
+      http_request(d->port(), "GET", "/metrics", "", {{"Authorization", "Bearer sekret"}}).status,
+      200);
 }
 
 TEST_F(ServerTest, FullQueueAnswers429WithRetryAfter) {

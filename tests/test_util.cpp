@@ -3,6 +3,7 @@
 #include "prompt_templates/specials_file.h"
 #include "protocol/json/json_writer.h"
 
+#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace waste::test {
 
@@ -60,6 +62,33 @@ void write_file(const std::filesystem::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), (std::streamsize)bytes.size());
   if (!f) throw std::runtime_error("cannot write " + p.string());
+}
+
+SmallFilesystem::SmallFilesystem(uint64_t bytes, bool read_only) {
+  const std::string opts = "size=" + std::to_string(bytes);
+  mounted_ =
+      ::mount("tmpfs", dir_.path().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) == 0;
+  if (mounted_ && read_only)
+    mounted_ =
+        ::mount(nullptr, dir_.path().c_str(), nullptr, MS_REMOUNT | MS_RDONLY, opts.c_str()) == 0;
+}
+
+SmallFilesystem::~SmallFilesystem() {
+  if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
+}
+
+bool SmallFilesystem::resize(uint64_t bytes) {
+  const std::string opts = "size=" + std::to_string(bytes);
+  return ::mount(nullptr, dir_.path().c_str(), nullptr, MS_REMOUNT, opts.c_str()) == 0;
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
 }
 
 int run_command(const std::string& cmd, std::string* out) {

@@ -1,7 +1,9 @@
 // Small helpers shared by the test suites: scratch folders, fixture paths, running the CLI.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,8 +36,32 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// A tmpfs of `bytes` mounted on a fresh folder (read-only when asked), unmounted when the object
+// goes: a full or read-only disk for the tests of every writer. ok() is false where this machine
+// lets no test mount one (not root); such tests skip, saying so.
+class SmallFilesystem {
+ public:
+  SmallFilesystem(uint64_t bytes, bool read_only);
+  ~SmallFilesystem();
+  SmallFilesystem(const SmallFilesystem&) = delete;
+  SmallFilesystem& operator=(const SmallFilesystem&) = delete;
+  bool ok() const { return mounted_; }
+  const std::filesystem::path& path() const { return dir_.path(); }
+  std::filesystem::path operator/(const std::string& name) const { return dir_ / name; }
+  // Remounts with another size (a disk that got room again).
+  bool resize(uint64_t bytes);
+
+ private:
+  TempDir dir_;
+  bool mounted_ = false;
+};
+
 std::string read_file(const std::filesystem::path& p);
 void write_file(const std::filesystem::path& p, const std::string& bytes);
+
+// Polls `pred` every few milliseconds until it holds or `timeout` passes; whether it held.
+bool eventually(const std::function<bool()>& pred,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // Runs a shell command line; returns its exit status and fills `out` with stdout+stderr.
 int run_command(const std::string& cmd, std::string* out);

@@ -199,9 +199,24 @@ std::string http_response(const std::string& status, const std::string& body) {
 
 TEST_F(VisionServerTest, RemoteImagesAreFetchedOnlyWhenAllowed) {
   const std::string png = test::png_rgb(40, 30, 9);
+  const std::string secret = "<html>internal admin page: token=hunter2</html>";
   OneShotServer server({http_response("200 OK", png), http_response("404 Not Found", "gone"),
-                        http_response("200 OK", std::string(5000, 'x'))});
-  auto d = start({k3(), "--allow-remote-images", "true", "--max-image-bytes", "4K"});
+                        http_response("200 OK", std::string(5000, 'x')),
+                        http_response("200 OK", secret)});
+  // Loopback, link-local and private hosts are this machine's and its network's, not the
+  // client's: refused unless the operator says otherwise, before any connection is made.
+  {
+    auto d = start({k3(), "--allow-remote-images", "true"});
+    for (const std::string& url : {server.url("/cat.png"), std::string("http://10.1.2.3/x.png"),
+                                   std::string("http://169.254.169.254/latest/meta-data"),
+                                   std::string("http://[::1]:9/x.png")}) {
+      HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", request(url));
+      EXPECT_EQ(r.status, 400) << url << ": " << r.body;
+      EXPECT_NE(r.body.find("--allow-private-image-hosts"), std::string::npos) << r.body;
+    }
+  }
+  auto d = start({k3(), "--allow-remote-images", "true", "--allow-private-image-hosts", "true",
+                  "--max-image-bytes", "4K"});
   HttpResponse ok =
       http_request(d->port(), "POST", "/v1/chat/completions", request(server.url("/cat.png")));
   EXPECT_EQ(ok.status, 200) << ok.body;
@@ -213,6 +228,13 @@ TEST_F(VisionServerTest, RemoteImagesAreFetchedOnlyWhenAllowed) {
       http_request(d->port(), "POST", "/v1/chat/completions", request(server.url("/big.png")));
   EXPECT_EQ(big.status, 400);
   EXPECT_NE(big.body.find("more than the limit of 4096"), std::string::npos) << big.body;
+  // What another service answered is not echoed back, not even as hex.
+  HttpResponse page =
+      http_request(d->port(), "POST", "/v1/chat/completions", request(server.url("/admin")));
+  EXPECT_EQ(page.status, 400);
+  EXPECT_NE(page.body.find("unknown image format"), std::string::npos) << page.body;
+  EXPECT_EQ(page.body.find("first bytes"), std::string::npos) << page.body;
+  EXPECT_EQ(page.body.find("3c 68 74"), std::string::npos) << page.body;  // "<ht"
 }
 
 TEST_F(VisionServerTest, ModelsWithoutVisionRefuseImages) {

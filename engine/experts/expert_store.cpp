@@ -48,13 +48,35 @@ void ExpertStore::read_into(int slot, int layer, int expert, std::unique_lock<st
   std::string err;
   try {
     if (!buf_[slot]) buf_[slot] = std::make_unique<AlignedBuffer>(stride_, false);
-    c_.bank(layer).read(expert, buf_[slot]->data());
+    const ExpertBank& bank = c_.bank(layer);
+    int io_err = 0;
+    size_t got = bank.read_raw(expert, buf_[slot]->data(), &io_err);
+    inject_fault(layer, expert, got, io_err);
+    bank.finish_read(expert, buf_[slot]->data(), got, io_err);
   } catch (const std::exception& e) {
     err = e.what();
   }
   double dt = seconds_since(t0);
   lock.lock();
   complete(slot, dt, err);
+}
+
+void ExpertStore::inject_fault(int layer, int expert, size_t& got, int& err) const {
+  if (!opt_.fault_hook) return;
+  const ReadFault f = opt_.fault_hook(layer, expert);
+  switch (f.kind) {
+    case ReadFault::Kind::kNone:
+      return;
+    case ReadFault::Kind::kError:
+      err = f.error;
+      return;
+    case ReadFault::Kind::kShort:
+      got /= 2;
+      return;
+    case ReadFault::Kind::kStall:
+      std::this_thread::sleep_for(f.stall);
+      return;
+  }
 }
 
 void ExpertStore::complete(int slot, double seconds, const std::string& err) {
@@ -187,6 +209,13 @@ void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t f
     }
   } catch (...) {
     if (!lock.owns_lock()) lock.lock();
+    // Synchronous reads not made yet never will be: their slots must not stay claimed (a later
+    // demand would take them for records on their way and wait forever).
+    for (size_t i = 0; i < n; i++)
+      if (sync_read[i] && state_[slot[i]] == State::kReading) {
+        complete(slot[i], 0, "not read: another record of the layer failed first");
+        cache_.drop(slot[i]);
+      }
     // In-flight reads still hold their own pins; wait for them so buffers stay valid.
     done_cv_.wait(lock, [&] {
       for (size_t i = 0; i < n; i++)

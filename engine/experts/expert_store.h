@@ -5,6 +5,7 @@
 // whole records; the next layer's likely experts can be prefetched speculatively.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -25,11 +26,22 @@ namespace waste {
 // io_threads reads in flight through io_uring (Linux); both issue one direct read per record.
 enum class IoBackend { kThreads, kUring };
 
+// For tests only (the product never sets one): what a read of (layer, expert) suffers after the
+// I/O and before its checks, so that failing disks can be shown to be handled by both readers.
+struct ReadFault {
+  enum class Kind { kNone, kError, kShort, kStall };
+  Kind kind = Kind::kNone;
+  int error = 5;                       // kError: the errno the read reports (EIO)
+  std::chrono::milliseconds stall{0};  // kStall: how long the read takes first
+};
+using ReadFaultHook = std::function<ReadFault(int layer, int expert)>;
+
 struct StoreOptions {
   uint64_t cache_bytes = 0;  // 0 = the minimum: one layer's experts, double-buffered
   int io_threads = 4;        // 0 = read synchronously on the compute thread (no read-ahead)
   IoBackend backend = IoBackend::kUring;    // faster here (docs/PERFORMANCE.md); threads if absent
   CachePolicy policy = CachePolicy::kLrfu;  // best on the real routing trace
+  ReadFaultHook fault_hook;                 // tests only
 };
 
 struct ExpertStats {
@@ -84,6 +96,8 @@ class ExpertStore {
   bool next_job(Job& j, bool speculative_ok = true);
   void wake_readers();  // under mu_: jobs were queued
   void read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock);
+  // Applies the test hook's fault to a finished read (its byte count and errno).
+  void inject_fault(int layer, int expert, size_t& got, int& err) const;
   // Under mu_: publishes a finished read of `slot` (err empty on success).
   void complete(int slot, double seconds, const std::string& err);
   // Under mu_: a slot bound to (layer, expert), waiting for in-flight reads to free one.

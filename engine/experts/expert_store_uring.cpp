@@ -135,7 +135,9 @@ void ExpertStore::uring_loop() {
         if (res > 0) p.got += (size_t)res;
         std::string err;
         try {
-          bank.finish_read(p.expert, buf_[p.slot]->data(), p.got, res < 0 ? -res : 0);
+          int io_err = res < 0 ? -res : 0;
+          inject_fault(p.layer, p.expert, p.got, io_err);
+          bank.finish_read(p.expert, buf_[p.slot]->data(), p.got, io_err);
         } catch (const std::exception& e) {
           err = e.what();
         }

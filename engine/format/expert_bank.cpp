@@ -87,8 +87,13 @@ uint64_t ExpertBank::offset(int expert) const {
 
 void ExpertBank::read(int expert, uint8_t* buf) const {
   int err = 0;
-  size_t got = pread_full(fd_, buf, geom_.stride, offset(expert), &err);
+  size_t got = read_raw(expert, buf, &err);
   finish_read(expert, buf, got, err);
+}
+
+size_t ExpertBank::read_raw(int expert, uint8_t* buf, int* err) const {
+  *err = 0;
+  return pread_full(fd_, buf, geom_.stride, offset(expert), err);
 }
 
 void ExpertBank::finish_read(int expert, const uint8_t* buf, size_t got, int err) const {

@@ -22,6 +22,9 @@ class ExpertBank {
   // Reads record `expert` into `buf` (stride bytes, 4096-aligned) and checks it. Throws IoError on
   // a failed or short read and FormatError on a bad record, naming layer and expert.
   void read(int expert, uint8_t* buf) const;
+  // The read alone: the bytes that arrived, with the errno of a failure in `*err` (0 if none).
+  // finish_read() then checks them.
+  size_t read_raw(int expert, uint8_t* buf, int* err) const;
 
   // For readers that issue the I/O themselves (io_uring): where record `expert` lies, and the
   // same checks read() makes once `got` bytes arrived (or errno `err` came back).

@@ -32,7 +32,7 @@ void put(std::string* out, const T* p, size_t n) {
 
 class Reader {
  public:
-  Reader(const std::string& b, const std::string& where) : b_(b), where_(where) {}
+  Reader(std::string_view b, const std::string& where) : b_(b), where_(where) {}
   template <typename T>
   void get(T* p, size_t n, const char* what) {
     if (n == 0) return;
@@ -44,7 +44,7 @@ class Reader {
   bool at_end() const { return at_ == b_.size(); }
 
  private:
-  const std::string& b_;
+  std::string_view b_;
   std::string where_;
   size_t at_ = 0;
 };
@@ -78,6 +78,10 @@ uint64_t Session::bytes() const {
 }
 
 void Session::save(const std::filesystem::path& path) const {
+  write_file_atomic(path, serialize());
+}
+
+std::string Session::serialize() const {
   if (broken) fail<UsageError>("session is unusable after a failed step and cannot be saved");
   std::string out;
   Header h{kSessionMagic, kSessionVersion, fingerprint_, ctx_, pos(), (uint32_t)shape_.size(), 0};
@@ -89,12 +93,14 @@ void Session::save(const std::filesystem::path& path) const {
     put(&out, kda[l].conv.data(), kda[l].conv.size());
     put(&out, mla[l].latents.data(), mla[l].latents.size());
   }
-  write_file_atomic(path, out);
+  return out;
 }
 
 void Session::load(const std::filesystem::path& path) {
-  std::string where = path.string();
-  std::string b = read_small_file(path, uint64_t{1} << 40);
+  restore(read_small_file(path, uint64_t{1} << 40), path.string());
+}
+
+void Session::restore(std::string_view b, const std::string& where) {
   Reader r(b, where);
   Header h;
   r.get(&h, 1, "the header");

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/format/model_config.h"
@@ -38,6 +40,10 @@ class Session {
   // another format version and leaves *this untouched on any error.
   void save(const std::filesystem::path& path) const;
   void load(const std::filesystem::path& path);
+  // The same as bytes: what save() writes, and load() from bytes read elsewhere (`where` names
+  // them in errors). restore() checks everything as load() does.
+  std::string serialize() const;
+  void restore(std::string_view bytes, const std::string& where);
 
   std::vector<int32_t> tokens;  // history; its length is the position
   std::vector<KdaState> kda;    // per layer; empty for MLA layers

@@ -11,7 +11,7 @@ namespace waste {
 std::string openai_error_body(const std::string& message, const std::string& type,
                               const std::string& param = "", const std::string& code = "");
 inline std::string openai_error_body(const ApiError& e) {
-  return openai_error_body(e.what(), e.type, e.param, e.code);
+  return openai_error_body(e.message, e.type, e.param, e.code);
 }
 
 // An error the transport answers by itself (a bad request line, an unknown path, a missing key):

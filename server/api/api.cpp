@@ -22,6 +22,8 @@ constexpr const char* kJson = "application/json";
 // Request bodies are parsed, their images decoded and their prompts tokenized here; two threads
 // keep one large request from delaying every other.
 constexpr int kRequestThreads = 2;
+// Engine failures in a row after which /health says "degraded".
+constexpr uint64_t kDegradedAfter = 3;
 
 std::string random_id(const char* prefix) {
   static thread_local std::mt19937_64 gen(std::random_device{}());
@@ -57,10 +59,12 @@ Api::~Api() {
   if (loader_.joinable()) loader_.join();
 }
 
-void Api::start_loading(std::function<void(const std::string&)> on_failure) {
-  loader_ = std::thread([this, on_failure] {
+void Api::start_loading(std::function<void()> on_ready,
+                        std::function<void(const std::string&)> on_failure) {
+  loader_ = std::thread([this, on_ready, on_failure] {
     try {
       load();
+      on_ready();
     } catch (const std::exception& e) {
       {
         std::lock_guard<std::mutex> lock(load_mu_);
@@ -82,8 +86,9 @@ void Api::load() {
                human_bytes(h.budget().budget), human_bytes(h.budget().cache_bytes));
 }
 
-void Api::shutdown() {
-  if (ready_) model_->worker.stop();
+size_t Api::shutdown(std::chrono::milliseconds grace) {
+  draining_ = true;
+  return ready_ ? model_->worker.drain(grace) : 0;
 }
 
 void Api::register_routes(http::Server& s) {
@@ -112,6 +117,8 @@ bool Api::not_ready(const Writer& w) const {
 void Api::prepare(const http::Request& r, const Writer& w,
                   std::function<void(const std::string&, const Writer&)> work) {
   if (not_ready(w)) return;
+  if (draining_)
+    return send_api_error(*w, ApiError(503, "the server is shutting down", "", "shutting_down"));
   pool_->post([w, work = std::move(work), body = r.body] {
     if (w->closed()) return;  // the client left while the request waited
     try {
@@ -135,6 +142,9 @@ void Api::submit(Job job) {
   }
 }
 
+// 200 "ok" while requests can be served; 503 while loading, after a failed load, while shutting
+// down, and "degraded" once several engine failures came in a row (a bad bank, a failing disk):
+// a balancer should then send requests elsewhere.
 void Api::health(const http::Request&, Writer w) {
   JsonWriter j;
   j.begin_object();
@@ -146,9 +156,15 @@ void Api::health(const http::Request&, Writer w) {
     return;
   }
   const EngineWorker& worker = model_->worker;
-  j.key("status").value("ok").key("model").value(model_->id);
+  const bool degraded = worker.counters().failed_in_a_row >= kDegradedAfter;
+  const char* status = draining_ ? "shutting_down" : degraded ? "degraded" : "ok";
+  j.key("status").value(status).key("model").value(model_->id);
   j.key("queue_depth").value((int64_t)worker.queue_depth()).key("busy").value(worker.busy());
-  w->send(200, kJson, j.end_object().str());
+  if (degraded) {
+    j.key("failed_in_a_row").value((int64_t)worker.counters().failed_in_a_row);
+    j.key("error").value(worker.last_error());
+  }
+  w->send(draining_ || degraded ? 503 : 200, kJson, j.end_object().str());
 }
 
 void Api::models(const http::Request&, Writer w) {

@@ -25,10 +25,12 @@ class Api {
   ~Api();
 
   void register_routes(http::Server& server);
-  // Loads the model on a background thread; `on_failure` runs there if loading fails.
-  void start_loading(std::function<void(const std::string&)> on_failure);
-  // Refuses new work and finishes the queue's bookkeeping (queued requests get 503).
-  void shutdown();
+  // Loads the model on a background thread; `on_ready` or `on_failure` runs there after.
+  void start_loading(std::function<void()> on_ready,
+                     std::function<void(const std::string&)> on_failure);
+  // Refuses new work (503) and answers queued requests 503; the running reply may finish within
+  // `grace`, else it is cut (it ends with a 503 error). Returns how many replies were cut.
+  size_t shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
   bool ready() const { return ready_; }
 
  private:
@@ -50,6 +52,7 @@ class Api {
   ServeOptions opt_;
   int64_t created_ = 0;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
   std::string load_error_;
   mutable std::mutex load_mu_;
   std::unique_ptr<ServingModel> model_;  // set once, before ready_

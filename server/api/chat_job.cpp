@@ -20,6 +20,7 @@ ImageRequestLimits image_limits(const ServeOptions& o) {
   l.decode.allow_tga_psd = o.allow_tga_psd;
   l.max_images = o.max_images;
   l.allow_remote = o.allow_remote_images;
+  l.allow_private_hosts = o.allow_private_image_hosts;
   return l;
 }
 
@@ -46,7 +47,7 @@ std::shared_ptr<PromptImages> prompt_images(const ServingModel& m, const ServeOp
     return std::make_shared<PromptImages>(*m.vision, std::move(list));
   } catch (const ApiError& e) {
     if (m.vision || m.vision_error.empty()) throw;
-    throw ApiError(e.status, fmt::format("{} ({})", e.what(), m.vision_error), e.param, e.code);
+    throw ApiError(e.status, fmt::format("{} ({})", e.message, m.vision_error), e.param, e.code);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "server/api/request_images.h"
 
 #include <fmt/format.h>
+#include <boost/asio/ip/address.hpp>
 
 #include "engine/base/error.h"
 #include "protocol/api_error.h"
@@ -20,8 +21,35 @@ bool starts_with_nocase(const std::string& s, std::string_view prefix) {
   return true;
 }
 
+// Why the server must not fetch from `address` on a client's behalf (empty: it may): this
+// machine, its network and the cloud's metadata service are not the client's to reach.
+std::string private_address(const std::string& text) {
+  boost::system::error_code ec;
+  boost::asio::ip::address a = boost::asio::ip::make_address(text, ec);
+  if (ec) return "not an address";
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    a = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, a.to_v6());
+  if (a.is_unspecified() || a.is_loopback() || a.is_multicast())
+    return "a loopback or local address";
+  if (a.is_v4()) {
+    const uint32_t v = a.to_v4().to_uint();
+    auto in = [&](uint32_t net, int bits) { return (v >> (32 - bits)) == (net >> (32 - bits)); };
+    if (in(0x0A000000, 8) || in(0xAC100000, 12) || in(0xC0A80000, 16))
+      return "a private address (10/8, 172.16/12, 192.168/16)";
+    if (in(0xA9FE0000, 16)) return "a link-local address (169.254/16)";
+    if (in(0x64400000, 10)) return "a shared address (100.64/10)";
+    if (in(0x00000000, 8) || v == 0xFFFFFFFF) return "a reserved address";
+    return "";
+  }
+  const boost::asio::ip::address_v6 v6 = a.to_v6();
+  if (v6.is_link_local() || v6.is_site_local()) return "a link-local address";
+  if ((v6.to_bytes()[0] & 0xfe) == 0xfc) return "a unique local address (fc00::/7)";
+  return "";
+}
+
 // An http(s) image, when the operator allowed them: one GET (redirects followed), the size cap
-// checked on Content-Length and again while reading, 10 s without bytes a failure.
+// checked on Content-Length and again while reading, 10 s without bytes a failure; hosts on
+// this machine's networks refused unless the operator allowed those too.
 DataUrl fetch_image(const std::string& ref, const ImageRequestLimits& limits,
                     const std::string& where) {
   const size_t cap = limits.decode.max_encoded_bytes;
@@ -29,6 +57,15 @@ DataUrl fetch_image(const std::string& ref, const ImageRequestLimits& limits,
   o.connect_timeout = std::chrono::seconds(10);
   o.idle_timeout = std::chrono::seconds(10);
   o.user_agent = "waste/0.1";
+  if (!limits.allow_private_hosts)
+    o.refuse_address = [](const std::string& address) {
+      std::string why = private_address(address);
+      return why.empty() ? why
+                         : fmt::format(
+                               "it resolves to {}, which is not fetched "
+                               "(--allow-private-image-hosts)",
+                               why);
+    };
   DataUrl out;
   hub::BodyHandler body;
   body.on_headers = [&](const hub::Response& r) {
@@ -44,6 +81,7 @@ DataUrl fetch_image(const std::string& ref, const ImageRequestLimits& limits,
   };
   try {
     hub::HttpClient client(o);
+    out.remote = true;
     hub::Response r = client.request("GET", hub::parse_url(ref), {}, true, &body);
     if (r.status != 200) fail<UsageError>("the server answered HTTP {}", r.status);
     std::string type = r.header("content-type");
@@ -119,7 +157,11 @@ std::vector<PromptImage> request_images(const Conversation& r, const ImageEncode
       try {
         out.push_back(prepare_image(url.bytes, *enc, dl, where));
       } catch (const std::exception& e) {  // FormatError, UsageError, bad_alloc
-        throw ApiError(400, fmt::format("{}: {}", where, server_words(e.what())), where, kCode);
+        std::string why = server_words(e.what());
+        // Bytes fetched from elsewhere are not the client's to see (they may be another
+        // service's answer): say what failed, not what came.
+        if (url.remote) why = why.substr(0, why.find(" (first bytes"));
+        throw ApiError(400, fmt::format("{}: {}", where, why), where, kCode);
       }
     }
   }

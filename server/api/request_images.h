@@ -19,6 +19,7 @@ struct ImageRequestLimits {
   DecodeLimits decode;    // max_encoded_bytes caps each data URL's decoded payload
   size_t max_images = 8;  // per request
   bool allow_remote = false;
+  bool allow_private_hosts = false;  // remote hosts on loopback, link-local or private networks
 };
 
 // The request's images in prompt order. `enc` is null for a model without vision.json. Throws

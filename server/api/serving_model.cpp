@@ -16,11 +16,13 @@ const Tokenizer& required_tokenizer(const ModelHost& h) {
   return *h.tokenizer();
 }
 
-WorkerOptions worker_options(const ServeOptions& o) {
+WorkerOptions worker_options(const ServeOptions& o, const ModelHost& h) {
   WorkerOptions wo;
   wo.queue_limit = o.queue;
   wo.ctx = o.engine.ctx;
   wo.snapshot_bytes = o.snapshot_bytes;
+  // As the engine names its files: the container's folder as given, then the file.
+  wo.private_prefix = (std::filesystem::path(h.path()) / "").string();
   return wo;
 }
 
@@ -32,7 +34,7 @@ ServingModel::ServingModel(const ServeOptions& opt)
                                  : std::filesystem::path(host.path()).filename().stem().string()),
       format(required_tokenizer(host), host.eos(), ChatDefaults{opt.thinking, opt.effort}),
       token_index(make_token_index(*host.tokenizer(), host.model().config().vocab)),
-      worker(host.model(), worker_options(opt)) {
+      worker(host.model(), worker_options(opt, host)) {
   // Only vision.json is read here; the tower loads with the first image, so text pays nothing. A
   // bad vision.json disables images (and says why) instead of the whole model.
   if (host.container().vision_json()) {

@@ -16,6 +16,7 @@ int cmd_plan(int argc, char** argv);
 int cmd_cachesim(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_health(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_render(int argc, char** argv);

@@ -108,8 +108,7 @@ int cmd_run(int argc, char** argv) {
   const bool json = a.has("--json");
   // What the model writes, special tokens included, up to an end token: as a daemon completion.
   std::unique_ptr<ReplyParser> parser;
-  if (m->tokenizer())
-    parser = std::make_unique<TextReplyParser>(*m->tokenizer(), in.end_ids, true);
+  if (m->tokenizer()) parser = std::make_unique<TextReplyParser>(*m->tokenizer(), in.end_ids, true);
   RunSink out(!json, !m->tokenizer());
   Session s = m->model().new_session(m->ctx());
   Decoder decoder(m->model(), nullptr);

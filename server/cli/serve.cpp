@@ -1,11 +1,15 @@
 // `waste serve`: the daemon. Binds first (so /health answers 503 while the model loads), loads
-// in the background, serves until SIGTERM or SIGINT, then stops accepting, lets the running
-// request end and exits 0.
+// in the background (telling systemd READY=1 when done), serves until SIGTERM, SIGINT or
+// SIGQUIT, then stops accepting, answers queued requests 503, gives the running reply
+// --shutdown-grace to finish (else cuts it with an error event), and exits 0, or 3 if a reply
+// was cut.
 #include <pthread.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
@@ -17,11 +21,61 @@
 #include "server/cli/args.h"
 #include "server/cli/commands.h"
 #include "server/cli/model_args.h"
+#include "server/cli/service_notify.h"
 #include "server/http/http.h"
 
 namespace waste::cli {
 
 namespace {
+
+// Exit code when the shutdown grace ran out and a reply was cut (0: nothing was cut; 1: the model
+// did not load; 2: a bad command line).
+constexpr int kExitCut = 3;
+
+// Waits for SIGTERM, SIGINT or SIGQUIT; the others are logged and ignored. Returns the grace a
+// running reply gets: none after SIGQUIT, which asks for a quick stop.
+std::chrono::milliseconds wait_for_stop(const sigset_t& signals, std::chrono::seconds grace) {
+  for (;;) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2) {
+      spdlog::info("SIG{}: ignored (waste reloads nothing; restart it to change its options)",
+                   sigabbrev_np(sig));
+      continue;
+    }
+    if (sig == SIGQUIT) grace = std::chrono::seconds(0);
+    spdlog::info("SIG{}: stopping: no new requests; a running reply has {} s to finish",
+                 sigabbrev_np(sig), grace.count());
+    return grace;
+  }
+}
+
+// A daemon bound to loopback answers only loopback Host names (and its --host), so a web page
+// cannot reach it through a DNS name that rebinds to 127.0.0.1; bound to every interface it
+// answers any name, as clients there may use one it cannot know.
+std::vector<std::string> allowed_hosts(const ServeOptions& o) {
+  if (!o.allowed_hosts.empty()) {
+    for (const std::string& h : o.allowed_hosts)
+      if (h == "*") return {};
+    return o.allowed_hosts;
+  }
+  if (o.host == "0.0.0.0" || o.host == "::" || o.host == "[::]") return {};
+  return {"localhost", "127.0.0.1", "::1", o.host};
+}
+
+http::Options http_options(const ServeOptions& o) {
+  http::Options ho;
+  ho.host = o.host;
+  ho.port = o.port;
+  ho.max_body_bytes = o.max_body;
+  ho.api_key = o.api_key;
+  ho.cors_origins = o.cors;
+  ho.allowed_hosts = allowed_hosts(o);
+  ho.io_threads = o.http_threads;
+  ho.max_connections = o.max_connections;
+  ho.error_format = api_error_body;
+  return ho;
+}
 
 void print_help() {
   fmt::print("usage: waste serve [MODEL] [options]\n\n");
@@ -47,21 +101,13 @@ int cmd_serve(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(opt.log_level));
 
   // Signals are taken by sigwait on this thread; every thread started below inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&signals, sig);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  http::Options ho;
-  ho.host = opt.host;
-  ho.port = opt.port;
-  ho.max_body_bytes = opt.max_body;
-  ho.api_key = opt.api_key;
-  ho.cors_origins = opt.cors;
-  ho.error_format = api_error_body;
-  http::Server server(ho);
+  http::Server server(http_options(opt));
   Api api(opt);
   api.register_routes(server);
   server.start();
@@ -70,14 +116,21 @@ int cmd_serve(int argc, char** argv) {
       "'Content-Type: application/json' -d '{{\"messages\":[{{\"role\":\"user\",\"content\":"
       "\"Hello\"}}]}}')",
       opt.host, server.port(), opt.host, server.port());
-  api.start_loading([](const std::string&) { kill(getpid(), SIGTERM); });
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  server.stop();
-  api.shutdown();
+  api.start_loading([] { notify_service("READY=1"); },
+                    [](const std::string&) { kill(getpid(), SIGTERM); });
+  const std::chrono::milliseconds grace = wait_for_stop(signals, opt.shutdown_grace);
+  notify_service("STOPPING=1");
+  server.stop_accepting();
+  const size_t cut = api.shutdown(grace);
+  server.stop(std::chrono::seconds(2));  // the last bytes of the answers still go out
   server.wait();
-  return api.ready() ? 0 : 1;
+  if (!api.ready()) return 1;
+  if (cut > 0) {
+    spdlog::warn("stopped; {} reply was cut short by the shutdown (exit code {})", cut, kExitCut);
+    return kExitCut;
+  }
+  spdlog::info("stopped");
+  return 0;
 }
 
 }  // namespace waste::cli

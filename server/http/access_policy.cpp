@@ -42,6 +42,20 @@ bool constant_time_equal(std::string_view given, std::string_view key) {
   return diff == 0;
 }
 
+// The Host header's name: without the port, without IPv6 brackets, lower case.
+std::string host_name(std::string_view h) {
+  h = trim(h);
+  if (!h.empty() && h.front() == '[') {
+    size_t close = h.find(']');
+    h = close == std::string_view::npos ? h.substr(1) : h.substr(1, close - 1);
+  } else if (size_t colon = h.rfind(':'); colon != std::string_view::npos && h.find(':') == colon) {
+    h = h.substr(0, colon);  // name:port (a bare IPv6 address has several colons)
+  }
+  std::string out(h);
+  for (char& c : out) c = (char)std::tolower((unsigned char)c);
+  return out;
+}
+
 }  // namespace
 
 bool AccessPolicy::origin_allowed(const std::string& origin) const {
@@ -58,8 +72,47 @@ std::string AccessPolicy::cors_headers(const std::string* origin) const {
   return h;
 }
 
+bool AccessPolicy::host_allowed(const Request& r) const {
+  if (opt_.allowed_hosts.empty()) return true;
+  const std::string* host = header(r, "host");
+  if (!host) return true;  // HTTP/1.0 without a Host: not a browser's request
+  const std::string name = host_name(*host);
+  for (const std::string& allowed : opt_.allowed_hosts)
+    if (allowed == "*" || host_name(allowed) == name) return true;
+  return false;
+}
+
+// A browser sends a cross-site POST without asking first only with a form's or text's content
+// type; refusing those (unless CORS lets the origin in) keeps a web page from making a local
+// daemon generate.
+bool AccessPolicy::content_type_allowed(const Request& r) const {
+  if (r.method != "POST" || r.body.empty()) return true;
+  const std::string* type = header(r, "content-type");
+  if (!type) return true;
+  std::string t(trim(std::string_view(*type).substr(0, type->find(';'))));
+  for (char& c : t) c = (char)std::tolower((unsigned char)c);
+  if (t == "application/json" || t.ends_with("+json")) return true;
+  const std::string* origin = header(r, "origin");
+  return origin && !opt_.cors_origins.empty() && origin_allowed(*origin);
+}
+
+bool AccessPolicy::needs_key(const std::string& path) const {
+  return !opt_.api_key.empty() && (path.starts_with("/v1/") || path == "/metrics");
+}
+
 std::optional<PolicyAnswer> AccessPolicy::check(const Request& r,
                                                 const std::string& methods) const {
+  if (!host_allowed(r)) {
+    const std::string* host = header(r, "host");
+    return PolicyAnswer{
+        403,
+        Refusal{403,
+                fmt::format("the Host '{}' is not served here (a daemon on loopback answers "
+                            "loopback names; --allowed-hosts adds others)",
+                            host_name(*host)),
+                "host_not_allowed"},
+        {}};
+  }
   const std::string* origin = header(r, "origin");
   if (r.method == "OPTIONS" && !opt_.cors_origins.empty() && origin &&
       header(r, "access-control-request-method")) {
@@ -75,12 +128,25 @@ std::optional<PolicyAnswer> AccessPolicy::check(const Request& r,
       a.headers["Access-Control-Allow-Private-Network"] = "true";
     return a;
   }
-  if (opt_.api_key.empty() || !r.path.starts_with("/v1/")) return std::nullopt;
-  const std::string* auth = header(r, "authorization");
-  std::string_view token;
-  if (auth && auth->size() > 7 && iequals_prefix(*auth, "bearer "))
-    token = trim(std::string_view(*auth).substr(7));
-  if (!token.empty() && constant_time_equal(token, opt_.api_key)) return std::nullopt;
+  if (needs_key(r.path)) {
+    const std::string* auth = header(r, "authorization");
+    std::string_view token;
+    if (auth && auth->size() > 7 && iequals_prefix(*auth, "bearer "))
+      token = trim(std::string_view(*auth).substr(7));
+    if (token.empty() || !constant_time_equal(token, opt_.api_key)) return refuse_key(token);
+  }
+  if (!content_type_allowed(r))
+    return PolicyAnswer{415,
+                        Refusal{415,
+                                fmt::format("Content-Type '{}' is not accepted; send the body as "
+                                            "application/json (Content-Type: application/json)",
+                                            *header(r, "content-type")),
+                                "unsupported_media_type"},
+                        {}};
+  return std::nullopt;
+}
+
+PolicyAnswer AccessPolicy::refuse_key(std::string_view token) const {
   const char* message =
       token.empty() ? "You didn't provide an API key. Provide it in an Authorization header "
                       "using Bearer auth (Authorization: Bearer YOUR_KEY)."

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -263,7 +265,8 @@ Connection::Connection(tcp::socket socket, std::shared_ptr<ServerShared> shared)
     : shared_(std::move(shared)),
       socket_(std::move(socket)),
       read_timer_(socket_.get_executor()),
-      write_timer_(socket_.get_executor()) {
+      write_timer_(socket_.get_executor()),
+      probe_timer_(socket_.get_executor()) {
   beast::error_code ec;
   const tcp::endpoint ep = socket_.remote_endpoint(ec);
   remote_ = ec ? std::string("?") : endpoint_string(ep);
@@ -276,6 +279,7 @@ Connection::~Connection() {
     {
       std::lock_guard lk(shared_->conn_mutex);
       shared_->conns.erase(id_);
+      if (admitted_) shared_->admitted--;
     }
     shared_->conn_cv.notify_all();
   }
@@ -308,26 +312,60 @@ void Connection::do_start() {
     if (shared_->stopping) return close_now();
     id_ = ++shared_->next_conn_id;
     shared_->conns[id_] = weak_from_this();
+    admitted_ = shared_->admitted < shared_->opt.max_connections;
+    if (admitted_) shared_->admitted++;
   }
-  read_request();
+  if (!admitted_) {
+    if (shared_->refusals++ % 1000 == 0)  // a flood is logged, not every one of it
+      spdlog::warn("http: refusing {}: {} connections are open (--max-connections); {} so far",
+                   remote_, shared_->opt.max_connections, shared_->refusals.load());
+    return refuse(503,
+                  fmt::format("the server has {} connections open, its limit; retry shortly",
+                              shared_->opt.max_connections),
+                  "too_many_connections");
+  }
+  read_request(true);
 }
 
 void Connection::arm(net::steady_timer& t, std::chrono::steady_clock::duration d) {
   t.expires_after(d);
   t.async_wait([self = shared_from_this(), &t](beast::error_code ec) {
     // A wait that had already fired when the timer was re-armed or disarmed completes
-    // without error; only a deadline that is really past closes the connection.
+    // without error; only a deadline that is really past counts.
     if (ec || t.expiry() > std::chrono::steady_clock::now()) return;
-    self->close_now();
+    self->on_deadline(t);
   });
 }
 
-void Connection::read_request() {
+// A request that stalled part-way is told so (408); an idle connection or a stalled write
+// just closes.
+void Connection::on_deadline(const net::steady_timer& t) {
+  if (&t == &read_timer_ && phase_ == Phase::kReading && parser_ && parser_->got_some()) {
+    // The read still pending is stopped first; its completion answers (on_read_error).
+    timed_out_ = true;
+    beast::error_code ec;
+    socket_.cancel(ec);
+    return;
+  }
+  close_now();
+}
+
+// `fresh`: a new wait for a request begins (its deadline with it); else more of its first bytes
+// came.
+void Connection::read_request(bool fresh) {
   phase_ = Phase::kReading;
+  if (fresh) arm(read_timer_, shared_->opt.read_timeout);
+  // Empty lines before a request line are ignored (RFC 9112 §2.2): some clients end a body
+  // with a CRLF it does not count.
+  const std::string_view b(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+  buffer_.consume(std::min(b.find_first_not_of("\r\n"), b.size()));
+  if (buffer_.size() == 0) {
+    if (peer_eof_) return close_now();
+    return watch_peer();  // the request's first bytes are read raw, so empty lines can go
+  }
   parser_.emplace();
   parser_->body_limit(shared_->opt.max_body_bytes);
   parser_->header_limit(kHeaderLimit);
-  arm(read_timer_, kReadTimeout);
   bhttp::async_read_header(
       socket_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -341,7 +379,7 @@ void Connection::on_header(beast::error_code ec) {
   // curl and others hold back large uploads until told to go on (or a second passes).
   if (req.version() >= 11 && iequals(sv(req[bhttp::field::expect]), "100-continue"))
     enqueue(Out("HTTP/1.1 100 Continue\r\n\r\n"));
-  arm(read_timer_, kReadTimeout);
+  arm(read_timer_, shared_->opt.read_timeout);
   bhttp::async_read(socket_, buffer_, *parser_,
                     [self = shared_from_this()](beast::error_code e, size_t) { self->on_body(e); });
 }
@@ -354,6 +392,11 @@ void Connection::on_body(beast::error_code ec) {
 
 void Connection::on_read_error(beast::error_code ec) {
   disarm(read_timer_);
+  if (timed_out_)
+    return refuse(408,
+                  fmt::format("the request was not received in full within {} ms",
+                              shared_->opt.read_timeout.count()),
+                  "request_timeout");
   if (ec == bhttp::error::body_limit) {
     return refuse(413,
                   fmt::format("request body is larger than the limit of {} bytes",
@@ -388,6 +431,7 @@ void Connection::refuse(int status, const std::string& message, const std::strin
   std::string h = head(status);
   h += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", kJson, body.size());
   h += cors_headers_;
+  if (status == 503) h += "Retry-After: 1\r\n";
   h += "Connection: close\r\n\r\n";
   h += body;
   enqueue(Out(std::move(h), nullptr, 0, true));
@@ -422,10 +466,12 @@ void Connection::dispatch() {
   cors_headers_ = shared_->policy.cors_headers(header(request_, "origin"));
 
   exchange_ = std::make_shared<Exchange>();
+  started_response_ = false;
+  responding_ = shared_from_this();
   // Keep a read pending so that closed() turns true as soon as the client leaves, even
-  // while the handler is still working and nothing is being written. A client that has
-  // already sent its next request is still there and is not watched.
-  if (buffer_.size() == 0) watch_peer();
+  // while the handler is still working and nothing is being written; what arrives instead is
+  // the next request, kept in the buffer.
+  watch_peer();
   route(std::make_shared<Writer>(weak_from_this(), exchange_, shared_, request_.path));
 }
 
@@ -475,33 +521,64 @@ void Connection::route(const std::shared_ptr<Writer>& w) {
 }
 
 void Connection::watch_peer() {
-  peer_read_pending_ = true;
+  if (watching_ || peer_eof_ || buffer_.size() >= kPeekLimit) return;
+  watching_ = true;
   socket_.async_read_some(
       buffer_.prepare(kPeekChunk),
       [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_peer_read(ec, n); });
 }
 
 void Connection::on_peer_read(beast::error_code ec, size_t n) {
-  peer_read_pending_ = false;
+  watching_ = false;
   if (phase_ == Phase::kClosed) return;
+  if (ec == net::error::operation_aborted) {
+    // response_done() stopped the watch to parse the request already in the buffer.
+    if (phase_ == Phase::kReading) read_request(true);
+    return;
+  }
+  if (ec == net::error::eof) return on_peer_eof();
   if (ec) {
     if (phase_ == Phase::kResponding) log_request("client left");
-    return close_now();  // EOF or reset: the client is gone
+    return close_now();  // a reset or a failed socket: the client is gone
   }
   buffer_.commit(n);
   switch (phase_) {
     case Phase::kResponding:
-      // The next request has begun: the client is present, and response_done() must find
-      // no read pending so that it can parse what is buffered.
-      return;
+      return watch_peer();  // the next request has begun: the client is present
     case Phase::kClosing:
       buffer_.consume(buffer_.size());
       return watch_peer();
     case Phase::kReading:
-      return read_request();  // the next request began while the last response was finishing
+      return read_request(false);  // the next request has begun
     case Phase::kClosed:
       return;
   }
+}
+
+// The client has finished sending. It may only have half-closed (HTTP allows it) and still wait
+// for its answer, so the response goes on; whether it is really there shows when a write fails,
+// and, while nothing is written, by probing: an HTTP/1.1 client must accept an interim 1xx
+// response at any time, and a client that has closed its socket answers one with a reset.
+void Connection::on_peer_eof() {
+  peer_eof_ = true;
+  if (phase_ != Phase::kResponding) return close_now();  // idle or closing: it is done
+  if (!http10_ && !started_response_) enqueue(Out("HTTP/1.1 102 Processing\r\n\r\n"));
+  probe_peer();
+}
+
+void Connection::probe_peer() {
+  probe_timer_.expires_after(kProbeInterval);
+  probe_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->phase_ != Phase::kResponding) return;
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (::getsockopt(self->socket_.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+        info.tcpi_state == TCP_CLOSE) {
+      self->log_request("client left");
+      return self->close_now();
+    }
+    self->probe_peer();
+  });
 }
 
 bool Connection::current(const std::shared_ptr<Exchange>& ex) const {
@@ -518,6 +595,7 @@ void Connection::on_response(const std::shared_ptr<Exchange>& ex, PlainResponse 
   const size_t credit = r.body.size();
   if (!current(ex)) return ex->drained(credit);
   status_ = r.status;
+  started_response_ = true;
   const bool no_body = r.status == 204 || r.status == 304 || r.status < 200;
   std::string h = head(r.status);
   if (!r.content_type.empty() && is_header_value(r.content_type))
@@ -535,6 +613,7 @@ void Connection::on_response(const std::shared_ptr<Exchange>& ex, PlainResponse 
 void Connection::on_events_start(const std::shared_ptr<Exchange>& ex) {
   if (!current(ex)) return;
   status_ = 200;
+  started_response_ = true;
   // HTTP/1.0 has no chunked encoding: the end of the stream is the end of the connection.
   close_delimited_ = http10_;
   if (close_delimited_) keep_alive_ = false;
@@ -609,17 +688,26 @@ void Connection::response_done() {
   log_request("");
   exchange_.reset();  // the writer keeps its own reference and now refuses further calls
   request_ = Request{};
+  probe_timer_.cancel();
+  auto hold = std::move(responding_);  // released at the end of this call
   // Stopping: request_stop() may have run while this response was still being written.
   if (shared_->stopping) return close_now();
-  if (!keep_alive_) return linger_close();
-  phase_ = Phase::kReading;
-  if (peer_read_pending_) {
-    // The pending read will start the next request when bytes come; until then the
-    // connection is idle and the idle deadline applies.
-    arm(read_timer_, kReadTimeout);
+  if (!keep_alive_) return peer_eof_ ? close_now() : linger_close();
+  if (watching_ && buffer_.size() == 0) {
+    // The pending watch brings the next request's first bytes; until then the connection is
+    // idle and the idle deadline applies.
+    phase_ = Phase::kReading;
+    arm(read_timer_, shared_->opt.read_timeout);
     return;
   }
-  read_request();
+  if (watching_) {
+    // The next request is (partly) in the buffer: it is parsed once the watch has stopped.
+    phase_ = Phase::kReading;
+    beast::error_code ec;
+    socket_.cancel(ec);
+    return;
+  }
+  read_request(true);
 }
 
 // Closes our side and drains what the client still sends for a moment: closing a socket
@@ -631,7 +719,7 @@ void Connection::linger_close() {
   socket_.shutdown(tcp::socket::shutdown_send, ec);
   buffer_.consume(buffer_.size());
   arm(read_timer_, kLingerTimeout);
-  if (!peer_read_pending_) watch_peer();
+  watch_peer();
 }
 
 void Connection::close_now() {
@@ -642,10 +730,12 @@ void Connection::close_now() {
   socket_.close(ec);
   disarm(read_timer_);
   disarm(write_timer_);
+  probe_timer_.cancel();
   if (exchange_) exchange_->mark_closed();
   for (const Out& o : queue_)
     if (o.credit_to) o.credit_to->mark_closed();
   queue_.clear();
+  responding_.reset();  // may be the last reference: nothing may follow in this call
 }
 
 }  // namespace waste::http::detail

@@ -35,9 +35,9 @@ using tcp = net::ip::tcp;
 class Connection;
 class Writer;
 
-// Time limits. Reads have a deadline only while a request is being received (or the
-// connection idles between requests); a response may take as long as the model needs.
-inline constexpr std::chrono::seconds kReadTimeout{60};
+// Time limits. Reads have a deadline (Options::read_timeout) only while a request is being
+// received (or the connection idles between requests); a response may take as long as the
+// model needs.
 // A single socket write that makes no progress for this long means the client stopped reading.
 inline constexpr std::chrono::seconds kWriteTimeout{60};
 // How long a refused request's unread upload is drained before the socket closes, so that
@@ -45,6 +45,10 @@ inline constexpr std::chrono::seconds kWriteTimeout{60};
 inline constexpr std::chrono::seconds kLingerTimeout{2};
 // What stop() grants responses that are still being written.
 inline constexpr std::chrono::seconds kStopGrace{5};
+// After the client's EOF, how often the socket is checked for a reset (a client that left).
+inline constexpr std::chrono::milliseconds kProbeInterval{200};
+// While a response is produced, bytes of the next request are buffered up to this much.
+inline constexpr size_t kPeekLimit = 1u << 20;
 inline constexpr uint32_t kHeaderLimit = 64 * 1024;
 // Writers on non-I/O threads wait while more than this is queued on one connection.
 inline constexpr size_t kHighWater = 4u << 20;
@@ -71,6 +75,8 @@ struct ServerShared {
   std::condition_variable conn_cv;
   std::map<uint64_t, std::weak_ptr<Connection>> conns;
   uint64_t next_conn_id = 0;
+  size_t admitted = 0;                // connections being served (refused ones are in `conns` only)
+  std::atomic<uint64_t> refusals{0};  // connections refused for the limit
 
   bool on_io_thread() const;
   // A refusal's JSON body, in the shape of the API that `path` belongs to.
@@ -137,7 +143,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   void do_start();
-  void read_request();
+  void read_request(bool fresh);
   void on_header(beast::error_code ec);
   void on_body(beast::error_code ec);
   void on_read_error(beast::error_code ec);
@@ -145,6 +151,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void route(const std::shared_ptr<Writer>& w);
   void watch_peer();
   void on_peer_read(beast::error_code ec, size_t n);
+  void on_peer_eof();
+  void probe_peer();
   void enqueue(Out out);
   void write_next();
   void on_written(beast::error_code ec);
@@ -154,20 +162,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void linger_close();
   void close_now();
   void arm(net::steady_timer& t, std::chrono::steady_clock::duration d);
+  void on_deadline(const net::steady_timer& t);
   bool current(const std::shared_ptr<Exchange>& ex) const;
   std::string head(int status) const;
 
   std::shared_ptr<ServerShared> shared_;
   uint64_t id_ = 0;
+  bool admitted_ = false;  // counted against Options::max_connections
   tcp::socket socket_;
   net::steady_timer read_timer_;
   net::steady_timer write_timer_;
+  net::steady_timer probe_timer_;  // after the peer's EOF: is it still there?
   std::string remote_;
   beast::flat_buffer buffer_;
   std::optional<beast::http::request_parser<beast::http::string_body>> parser_;
   Request request_;
   Phase phase_ = Phase::kReading;
-  bool peer_read_pending_ = false;
+  bool watching_ = false;          // a read is pending to notice the client leaving
+  bool peer_eof_ = false;          // the client has finished sending (a half-close, or it left)
+  bool timed_out_ = false;         // the read deadline passed with a request half received
+  bool started_response_ = false;  // the status line of the current response is queued
+  // Held while a response is produced, so a connection whose handler answers later from
+  // another thread lives until it has (nothing else may be pending on it meanwhile).
+  std::shared_ptr<Connection> responding_;
   bool keep_alive_ = false;
   bool http10_ = false;
   bool close_delimited_ = false;  // an event stream to an HTTP/1.0 client ends with the socket

@@ -4,6 +4,7 @@
 // JSON (errors it answers itself are written by the Options' ErrorFormatter).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -60,10 +61,18 @@ using ErrorFormatter = std::function<std::string(const std::string& path, const 
 struct Options {
   std::string host = "127.0.0.1";
   int port = 8000;
-  uint64_t max_body_bytes = 32u << 20;    // larger bodies get 413 before they are read whole
-  std::string api_key;                    // when set, paths under /v1/ need "Authorization: Bearer"
+  uint64_t max_body_bytes = 32u << 20;  // larger bodies get 413 before they are read whole
+  std::string api_key;                  // when set, /v1/ and /metrics need "Authorization: Bearer"
   std::vector<std::string> cors_origins;  // empty: no CORS headers; "*" allows any origin
+  // Host header values served (without the port; case-insensitive); empty serves any. A
+  // daemon on loopback serves only loopback names, so a web page cannot reach it through a
+  // rebinding DNS name.
+  std::vector<std::string> allowed_hosts;
   int io_threads = 2;
+  size_t max_connections = 512;  // more are answered 503 and closed
+  // A request not received in full this long after it began (or an idle connection) ends:
+  // with 408 for a request half received.
+  std::chrono::milliseconds read_timeout{60000};
   ErrorFormatter error_format;  // required
 };
 
@@ -78,8 +87,12 @@ class Server {
   // Binds and starts serving; throws with a clear message if the address cannot be bound.
   void start();
   int port() const;  // the bound port (useful with port 0)
-  // Stops accepting, closes idle connections, lets the I/O threads finish.
-  void stop();
+  // Stops accepting and closes idle connections; responses in progress go on, and their
+  // connections close once they end.
+  void stop_accepting();
+  // stop_accepting(), then waits up to `grace` for the responses in progress, closes what is
+  // left and ends the I/O threads.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
   void wait();
 
  private:

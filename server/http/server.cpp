@@ -45,7 +45,8 @@ struct Server::Impl {
   void run_io();
   std::vector<std::shared_ptr<Connection>> live();
   bool wait_idle(std::chrono::steady_clock::duration d);
-  void stop();
+  void stop_accepting();
+  void stop(std::chrono::milliseconds grace);
 };
 
 namespace {
@@ -143,7 +144,25 @@ bool Server::Impl::wait_idle(std::chrono::steady_clock::duration d) {
   return shared->conn_cv.wait_for(lk, d, [&] { return shared->conns.empty(); });
 }
 
-void Server::Impl::stop() {
+void Server::Impl::stop_accepting() {
+  {
+    std::lock_guard lk(state_mutex);
+    if (state != State::kRunning) return;
+  }
+  {
+    std::lock_guard lk(shared->conn_mutex);
+    if (shared->stopping) return;
+    shared->stopping = true;  // under the lock, so no connection registers after live()
+  }
+  net::post(acceptor->get_executor(), [this] {
+    beast::error_code ec;
+    acceptor->close(ec);
+    accept_retry->cancel();
+  });
+  for (const auto& c : live()) c->request_stop();
+}
+
+void Server::Impl::stop(std::chrono::milliseconds grace) {
   std::lock_guard serial(stop_mutex);
   {
     std::lock_guard lk(state_mutex);
@@ -156,17 +175,8 @@ void Server::Impl::stop() {
   }
   if (shared->on_io_thread())
     throw std::logic_error("http::Server::stop() must not be called from an I/O thread");
-  {
-    std::lock_guard lk(shared->conn_mutex);
-    shared->stopping = true;  // under the lock, so no connection registers after live()
-  }
-  net::post(acceptor->get_executor(), [this] {
-    beast::error_code ec;
-    acceptor->close(ec);
-    accept_retry->cancel();
-  });
-  for (const auto& c : live()) c->request_stop();
-  if (!wait_idle(detail::kStopGrace)) {
+  stop_accepting();
+  if (!wait_idle(grace)) {
     for (const auto& c : live()) c->force_close();
     wait_idle(std::chrono::seconds(1));
   }
@@ -193,7 +203,7 @@ Server::Server(Options opt) : impl_(std::make_unique<Impl>()) {
 
 Server::~Server() {
   try {
-    impl_->stop();
+    impl_->stop(detail::kStopGrace);
   } catch (const std::exception& e) {
     spdlog::error("http: stopping the server failed: {}", e.what());
   }
@@ -230,8 +240,12 @@ int Server::port() const {
   return impl_->port;
 }
 
-void Server::stop() {
-  impl_->stop();
+void Server::stop_accepting() {
+  impl_->stop_accepting();
+}
+
+void Server::stop(std::chrono::milliseconds grace) {
+  impl_->stop(grace);
 }
 
 void Server::wait() {

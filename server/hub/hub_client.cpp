@@ -179,8 +179,20 @@ struct HttpClient::Impl {
   void connect(beast::tcp_stream& s, const Url& u) {
     tcp::resolver resolver(ioc);
     error_code ec;
-    auto endpoints = resolver.resolve(u.host, u.port, ec);
+    auto resolved = resolver.resolve(u.host, u.port, ec);
     if (ec) throw TransientError(fmt::format("cannot resolve {}: {}", u.host, ec.message()));
+    // Only checked addresses are connected to, so a name cannot change its answer in between.
+    std::vector<tcp::endpoint> endpoints;
+    std::string refused;
+    for (const auto& r : resolved) {
+      std::string why = opt.refuse_address ? opt.refuse_address(r.endpoint().address().to_string())
+                                           : std::string();
+      if (why.empty())
+        endpoints.push_back(r.endpoint());
+      else if (refused.empty())
+        refused = why;
+    }
+    if (endpoints.empty()) fail<UsageError>("{}: {}", u.host, refused);
     s.expires_after(opt.connect_timeout);
     ec = run([&](auto h) { s.async_connect(endpoints, h); });
     if (ec) throw TransientError(fmt::format("cannot connect to {}: {}", u.origin(), ec.message()));

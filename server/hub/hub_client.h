@@ -61,6 +61,10 @@ struct ClientOptions {
   std::string token;         // sent as a Bearer token, only to `token_origin`
   std::string token_origin;  // a CDN on another host gets no token
   std::string user_agent = "waste-download/0.1";
+  // Asked for every address a host name resolves to (as text, e.g. "10.0.0.1"), redirects
+  // included: a non-empty answer is why that address may not be connected to. A host with no
+  // address left is refused with the first reason.
+  std::function<std::string(const std::string& address)> refuse_address;
 };
 
 // Decides, once the status and headers of the final response are in, whether its body goes to

@@ -7,6 +7,39 @@
 
 namespace waste {
 
+namespace {
+
+// The job's sink, which also reports a cancellation when the worker is told to cut its job.
+class CuttableSink final : public ReplySink {
+ public:
+  CuttableSink(JobSink& inner, const std::atomic<bool>& cut) : inner_(inner), cut_(cut) {}
+  bool cancelled() override { return cut_ || inner_.cancelled(); }
+  void prefill_progress(size_t done, size_t total) override {
+    inner_.prefill_progress(done, total);
+  }
+  void on_event(const ReplyEvent& e) override { inner_.on_event(e); }
+  void on_token(int32_t id) override { inner_.on_token(id); }
+
+ private:
+  JobSink& inner_;
+  const std::atomic<bool>& cut_;
+};
+
+// `message` without any occurrence of `prefix`.
+std::string public_message(std::string message, const std::string& prefix) {
+  if (prefix.empty()) return message;
+  for (size_t at; (at = message.find(prefix)) != std::string::npos;)
+    message.erase(at, prefix.size());
+  return message;
+}
+
+}  // namespace
+
+std::string EngineWorker::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
+}
+
 EngineWorker::EngineWorker(Model& model, WorkerOptions opt)
     : model_(model), opt_(opt), cache_(opt.snapshot_bytes), decoder_(model, &cache_) {
   thread_ = std::thread([this] { loop(); });
@@ -37,17 +70,23 @@ size_t EngineWorker::queue_depth() const {
   return queue_.size();
 }
 
-void EngineWorker::stop() {
+size_t EngineWorker::drain(std::chrono::milliseconds grace) {
   std::deque<Job> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ && !thread_.joinable()) return;
+    if (stop_ && !thread_.joinable()) return 0;
     stop_ = true;
     left.swap(queue_);
   }
   cv_.notify_all();
   for (Job& j : left) j.sink->fail(503, "the server is shutting down", "shutting_down");
+  bool cut = false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!idle_cv_.wait_for(lock, grace, [&] { return !busy_; })) cut = cut_ = true;
+  }
   if (thread_.joinable()) thread_.join();
+  return cut ? 1 : 0;
 }
 
 void EngineWorker::loop() {
@@ -62,8 +101,11 @@ void EngineWorker::loop() {
       busy_ = true;  // under the lock, so submit() never sees an idle worker with a job in hand
     }
     run(job);
-    std::lock_guard<std::mutex> lock(mu_);
-    busy_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    idle_cv_.notify_all();
   }
 }
 
@@ -76,24 +118,36 @@ void EngineWorker::run(Job& job) {
     return;
   }
   DecodeResult r;
+  CuttableSink sink(*job.sink, cut_);
   try {
     job.sink->begin();
     Session s = model_.new_session(opt_.ctx);
-    r = decoder_.run(s, job.input, job.parser.get(), *job.sink);
+    r = decoder_.run(s, job.input, job.parser.get(), sink);
   } catch (const std::exception& e) {
     counters_.failed++;
+    counters_.failed_in_a_row++;
     spdlog::error("{} failed: {}", job.id, e.what());
-    job.sink->fail(500, e.what(), "engine_error");
+    std::string message = public_message(e.what(), opt_.private_prefix);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_error_ = message;
+    }
+    job.sink->fail(500, message, "engine_error");
     return;
   }
+  counters_.failed_in_a_row = 0;
   count(r);
-  if (r.finish != Finish::kCancelled) job.sink->end(r);
+  if (r.finish != Finish::kCancelled)
+    job.sink->end(r);
+  else if (cut_)
+    job.sink->fail(503, "the server is shutting down; this reply was cut short", "shutting_down");
   spdlog::info(
       "{} {} tokens in ({} cached), {} out, queue {:.2f} s, prefill {:.2f} s, decode {:.2f} s, {}",
       job.id, r.prompt_tokens, r.cached_tokens, r.tokens.size(), queued, r.prefill_seconds,
       r.decode_seconds,
-      r.finish == Finish::kCancelled ? "cancelled: client gone"
-                                     : std::string("finish: ") + finish_name(r.finish));
+      r.finish != Finish::kCancelled ? std::string("finish: ") + finish_name(r.finish)
+      : cut_                         ? "cut: shutting down"
+                                     : "cancelled: client gone");
 }
 
 // Counted before the answer goes out, so a client that reads /metrics after its response sees it.

@@ -44,6 +44,9 @@ struct WorkerOptions {
   size_t queue_limit = 16;
   int64_t ctx = 4096;
   uint64_t snapshot_bytes = 1ull << 30;
+  // Cut from engine errors before a client sees them (the container's folder: a client has no
+  // business knowing where the model lives).
+  std::string private_prefix;
 };
 
 // Counters for /metrics; read from any thread.
@@ -52,6 +55,7 @@ struct WorkerCounters {
   std::atomic<uint64_t> prompt_tokens{0}, completion_tokens{0}, cached_tokens{0};
   std::atomic<uint64_t> decode_micros{0};  // time spent decoding (for tok/s)
   std::atomic<uint64_t> prefill_micros{0};
+  std::atomic<uint64_t> failed_in_a_row{0};  // engine failures since the last success
 };
 
 class EngineWorker {
@@ -65,10 +69,16 @@ class EngineWorker {
   size_t queue_depth() const;
   bool busy() const { return busy_; }
   const WorkerCounters& counters() const { return counters_; }
+  // The message of the latest engine failure ("" if none), as clients saw it.
+  std::string last_error() const;
   const PrefixCache& prefix_cache() const { return cache_; }
   const WorkerOptions& options() const { return opt_; }
-  // Stops taking work; queued jobs get 503; the running one finishes or is cancelled.
-  void stop();
+  // Stops taking jobs: queued ones are answered 503 at once; the running one may finish within
+  // `grace`, after which it is cut (its reply ends with a 503 error). Returns how many replies
+  // were cut (0 or 1). Later calls return 0.
+  size_t drain(std::chrono::milliseconds grace);
+  // drain() with no grace.
+  void stop() { drain(std::chrono::milliseconds(0)); }
 
  private:
   void loop();
@@ -81,7 +91,10 @@ class EngineWorker {
   Decoder decoder_;
   WorkerCounters counters_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;       // a job arrived, or stop
+  std::condition_variable idle_cv_;  // the running job ended
+  std::atomic<bool> cut_{false};     // the running job is to end now
+  std::string last_error_;           // under mu_
   std::deque<Job> queue_;
   bool stop_ = false;
   std::atomic<bool> busy_{false};
