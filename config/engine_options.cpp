@@ -23,7 +23,8 @@ const std::vector<Option<EngineOptions>>& engine_option_table() {
   static const std::vector<Option<E>> kOptions = {
       {{"--budget", "WASTE_BUDGET", "budget", "RAM budget, e.g. 48G (default: planned)"},
        [](E& o, const std::string& v) { o.budget = parse_bytes(v); }},
-      {{"--ctx", "WASTE_CTX", "ctx", "positions per conversation (default 4096)"},
+      {{"--ctx", "WASTE_CTX", "ctx",
+        "positions per conversation (default: the largest the RAM plan holds)"},
        [](E& o, const std::string& v) { o.ctx = option_int(v, 1, int64_t{1} << 24); }},
       {{"--threads", "WASTE_THREADS", "threads", "compute threads (default: all cores)"},
        [](E& o, const std::string& v) { o.threads = (int)option_int(v, 0, 1024); }},

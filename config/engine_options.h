@@ -17,7 +17,7 @@ namespace waste {
 
 struct EngineOptions {
   std::optional<uint64_t> budget;  // bytes of RAM; unset: the planner's default
-  int64_t ctx = 4096;              // positions a session holds
+  int64_t ctx = 0;                 // positions a session holds; 0: the RAM plan's default
   int threads = 0;                 // compute threads; 0: one per hardware thread
   int chunk = 64;                  // prompt tokens per prefill pass
   int lookahead = 6;               // next-layer experts prefetched per layer; 0: none

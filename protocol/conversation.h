@@ -64,6 +64,7 @@ struct ToolChoice {
   enum class Kind { kAuto, kNone, kRequired, kNamed };
   Kind kind = Kind::kAuto;  // also when the request says nothing
   std::string name;         // kNamed
+  bool parallel = true;     // parallel_tool_calls: a reply may make more than one call
 };
 
 struct ResponseFormat {

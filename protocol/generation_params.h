@@ -18,7 +18,6 @@ struct GenerationParams {
   std::vector<std::string> stop;      // stop strings, each non-empty
   bool stream = false;
   bool include_usage = false;  // a final usage chunk in a stream
-  bool parallel_tool_calls = true;
 };
 
 }  // namespace waste

@@ -4,6 +4,7 @@
 #include <exception>
 #include <string>
 
+#include "config/engine_options.h"
 #include "server/cli/args.h"
 #include "server/cli/commands.h"
 
@@ -14,6 +15,29 @@ struct Command {
   int (*run)(int, char**);
   const char* usage;
 };
+
+// The commands that open a model take the engine options (config/engine_options.h).
+bool takes_engine_options(const Command& c) {
+  for (const char* name : {"run", "eval", "chat", "bench"})
+    if (!std::strcmp(c.name, name)) return true;
+  return false;
+}
+
+// `--help` or `-h` anywhere after the command: its usage, and for the model commands every
+// engine option with its environment variable. `serve --help` prints its own, longer table.
+bool print_command_help(const Command& c, int argc, char** argv) {
+  bool asked = false;
+  for (int i = 2; i < argc; ++i)
+    asked = asked || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
+  if (!asked || !std::strcmp(c.name, "serve")) return false;
+  std::printf("usage: %s\n", c.usage);
+  if (takes_engine_options(c)) {
+    std::printf("\nengine options (each also an environment variable):\n");
+    for (const auto& o : waste::engine_option_table())
+      std::printf("  %-16s %-20s %s\n", o.doc.flag.c_str(), o.doc.env.c_str(), o.doc.help.c_str());
+  }
+  return true;
+}
 
 const Command kCommands[] = {
     {"serve", waste::cli::cmd_serve,
@@ -76,6 +100,7 @@ int main(int argc, char** argv) {
   }
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
+    if (print_command_help(c, argc, argv)) return 0;
     try {
       return c.run(argc, argv);
     } catch (const waste::cli::UsageFailure& u) {

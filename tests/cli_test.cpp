@@ -120,6 +120,25 @@ TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
   EXPECT_NE(out.find("'llama' is not kimi-linear or k3"), std::string::npos) << out;
 }
 
+// Every command answers --help (or -h) with its usage and exit 0; the model commands list the
+// engine options too.
+TEST(Cli, EveryCommandAnswersHelp) {
+  std::string all;
+  ASSERT_EQ(test::run_command(waste_cmd("--help"), &all), 0);
+  for (const char* c :
+       {"serve", "health", "info", "verify", "run", "eval", "chat", "tokenize", "render", "schema",
+        "plan", "bench", "cachesim", "synth", "convert", "download"}) {
+    EXPECT_NE(all.find(std::string("waste ") + c), std::string::npos) << c;
+    std::string out;
+    EXPECT_EQ(test::run_command(waste_cmd(std::string(c) + " --help"), &out), 0) << c << out;
+    EXPECT_NE(out.find("usage: waste " + std::string(c)), std::string::npos) << out;
+    EXPECT_EQ(test::run_command(waste_cmd(std::string(c) + " x -h"), &out), 0) << c << out;
+  }
+  std::string out;
+  ASSERT_EQ(test::run_command(waste_cmd("run --help"), &out), 0);
+  EXPECT_NE(out.find("WASTE_IO_BACKEND"), std::string::npos) << out;
+}
+
 // `waste render` and `waste tokenize` on the real K3 tokenizer reproduce the release's encoder.
 TEST(Cli, RenderAndTokenizeMatchTheReleaseGoldens) {
   std::string k3 = (test::shared_dir() / "fixtures/k3").string();
@@ -140,6 +159,14 @@ TEST(Cli, RenderAndTokenizeMatchTheReleaseGoldens) {
   simdjson::dom::element r = p.parse(out).value();
   EXPECT_EQ(simdjson::minify(r["segments"]), simdjson::minify(c["segments"]));
   EXPECT_EQ(simdjson::minify(r["token_ids"]), simdjson::minify(c["token_ids"]));
+  // Without --specials, the tokenizer_config.json beside the tokenizer gives the same prompt.
+  ASSERT_EQ(test::run_command(waste_cmd("render --tokenizer " + k3 + "/tiktoken.model < " +
+                                        (d / "req.json").string()),
+                              &out),
+            0)
+      << out;
+  simdjson::dom::parser bp;
+  EXPECT_EQ(simdjson::minify(bp.parse(out).value()["token_ids"]), simdjson::minify(c["token_ids"]));
 
   ASSERT_EQ(test::run_command(waste_cmd("tokenize" + tok + " 'Hello <|open|>' --json"), &out), 0)
       << out;

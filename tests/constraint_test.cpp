@@ -20,15 +20,6 @@
 namespace waste {
 namespace {
 
-bool dfa_matches(const ByteDfa& d, std::string_view s) {
-  int st = d.start;
-  for (unsigned char c : s) {
-    st = d.step(st, c);
-    if (st < 0) return false;
-  }
-  return d.accepting[st];
-}
-
 TEST(RegexDfa, AnchorsClassesAndRepeats) {
   ByteDfa d = compile_pattern("^[a-c]{2,3}-\\d+$", StringAlphabet::kJsonUnescaped);
   EXPECT_TRUE(dfa_matches(d, "ab-1"));
@@ -219,6 +210,60 @@ TEST(Constraint, UnsupportedKeywordsAreRefusedByName) {
           R"({"allOf":[{"properties":{"a":{}},"required":["a"]}],"additionalProperties":false})")
           .find("required property \"a\" is not allowed"),
       std::string::npos);
+}
+
+TEST(Constraint, NewKeywordsRefuseWhatTheyCannotKeep) {
+  auto has = [](const std::string& schema, const std::string& words) {
+    std::string r = refusal(schema);
+    EXPECT_NE(r.find(words), std::string::npos) << schema << " -> " << r;
+  };
+  // $ref is followed into the alternatives: equal consts behind refs still overlap.
+  has(R"({"$defs":{"A":{"type":"object","properties":{"k":{"const":"x"}},"required":["k"]},"B":{"type":"object","properties":{"k":{"const":"x"}},"required":["k"]}},"oneOf":[{"$ref":"#/$defs/A"},{"$ref":"#/$defs/B"}]})",
+      "overlap");
+  has(R"({"$defs":{"A":{"type":"object","properties":{"k":{"const":"a"}},"required":["k"]},"B":{"type":"object","properties":{"k":{"const":"b"}},"required":["k"]}},"oneOf":[{"$ref":"#/$defs/A"},{"$ref":"#/$defs/B"}],"discriminator":{"propertyName":"k","mapping":{"a":"#/$defs/B"}}})",
+      "\"a\" maps to a schema whose \"k\" does not allow it");
+  has(R"({"oneOf":[{"type":"object","properties":{"k":{"const":"a"}},"required":["k"]},{"type":"string"}],"discriminator":{"propertyName":"k"}})",
+      "alternative 1 does not require \"k\"");
+  has(R"({"type":"object","propertyNames":{"minLength":1,"minimum":3}})",
+      "\"minimum\" is not supported inside propertyNames");
+  has(R"({"type":"object","properties":{"Bad":{}},"required":["Bad"],"propertyNames":{"pattern":"^[a-z]+$"}})",
+      "required property \"Bad\" does not satisfy propertyNames");
+  has(R"({"type":"object","properties":{"a":{},"b":{}},"required":["a","b"],"maxProperties":1})",
+      "maxProperties 1 is less than the 2 required properties");
+  has(R"({"type":"object","properties":{"a":{}},"additionalProperties":false,"minProperties":2})",
+      "minProperties 2 is more than the 1 properties allowed");
+  has(R"({"type":"integer","multipleOf":0.5})", "whole number");
+  has(R"({"type":"integer","multipleOf":0})", "greater than 0");
+  has(R"({"type":"integer","multipleOf":10,"minimum":1,"maximum":9})", "no JSON value");
+  has(R"({"type":"string","format":"date","pattern":"^x"})", "matches no string");
+}
+
+// JSON Schema counts code points, JavaScript's String.length UTF-16 units: a bounded string
+// never takes a character past U+FFFF, so the two counts agree; an unbounded one may.
+TEST(Constraint, BoundedStringsStayInTheBasicPlane) {
+  const TokenIndex& index = k3_index();
+  int astral = -1;
+  for (int id = 0; id < index.vocab() && astral < 0; ++id)
+    if (!index.is_special(id) && index.bytes(id).size() == 4 &&
+        (unsigned char)index.bytes(id)[0] >= 0xF0 && (unsigned char)index.bytes(id)[0] <= 0xF4)
+      astral = id;
+  ASSERT_GE(astral, 0) << "the K3 vocabulary has a token for a character past U+FFFF";
+  int quote = -1;
+  for (int id = 0; id < index.vocab() && quote < 0; ++id)
+    if (!index.is_special(id) && index.bytes(id) == "\"") quote = id;
+  ASSERT_GE(quote, 0);
+  auto allows_after_quote = [&](const std::string& schema) {
+    TokenConstraint c(schema_grammar(schema), index);
+    c.accept(quote);
+    std::vector<uint8_t> mask(index.mask_bytes());
+    c.mask(mask.data());
+    return allowed(mask, astral);
+  };
+  EXPECT_TRUE(allows_after_quote(R"({"type":"string"})"));
+  EXPECT_FALSE(allows_after_quote(R"({"type":"string","maxLength":10})"));
+  EXPECT_FALSE(allows_after_quote(R"({"type":"string","minLength":1})"));
+  EXPECT_FALSE(allows_after_quote(R"({"type":"string","pattern":"^.*$","maxLength":10})"));
+  EXPECT_TRUE(allows_after_quote(R"({"type":"string","pattern":"^.*$"})"));
 }
 
 // K3 tool-call arguments come out in the XTML argument form the reply parser reads back.

@@ -90,13 +90,66 @@ TEST(ChatRequestParse, EveryRefusalNamesItsField) {
                  "chat_template_kwargs");
   expect_refused(R"({"messages":[)" + user + R"(],"chat_template_kwargs":{"thinking":"no"}})",
                  "chat_template_kwargs.thinking");
-  expect_refused(R"({"messages":[)" + user + R"(],"reasoning_effort":"medium"})",
-                 "reasoning_effort");
+  expect_refused(R"({"messages":[)" + user + R"(],"reasoning_effort":"mid"})", "reasoning_effort");
   expect_refused(R"({"messages":[)" + user + R"(],"thinking_effort":"extreme"})",
                  "thinking_effort");
   expect_refused(R"({"messages":[)" + user + R"(],"reasoning_effort":3})", "reasoning_effort");
-  expect_refused(R"({"messages":[)" + user + R"(],"reasoning":{"effort":"medium"}})",
+  expect_refused(R"({"messages":[)" + user + R"(],"reasoning":{"effort":"huge"}})",
                  "reasoning.effort");
+}
+
+// Legacy function calling is read as tools: declarations, the choice, the assistant's call and
+// the function's result.
+TEST(ChatRequestParse, LegacyFunctionsAreTools) {
+  const ChatCompletionRequest r = parse_chat_completion(
+      R"({"messages":[{"role":"user","content":"x"},
+          {"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{\"a\":1}"}},
+          {"role":"function","name":"f","content":"42"}],
+          "functions":[{"name":"f","parameters":{"type":"object"}}],"function_call":{"name":"f"}})",
+      {});
+  const Conversation& c = r.conversation;
+  EXPECT_TRUE(r.legacy_functions);
+  ASSERT_EQ(c.tools.size(), 1u);
+  EXPECT_EQ(c.tools[0].name, "f");
+  EXPECT_EQ(c.tools[0].declaration,
+            R"({"type":"function","function":{"name":"f","parameters":{"type":"object"}}})");
+  EXPECT_EQ(c.tool_choice.kind, ToolChoice::Kind::kNamed);
+  EXPECT_EQ(c.tool_choice.name, "f");
+  EXPECT_FALSE(c.tool_choice.parallel);
+  ASSERT_EQ(c.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(c.messages[1].tool_calls[0].arguments, R"({"a":1})");
+  EXPECT_EQ(c.messages[2].role, Role::kTool);
+  EXPECT_EQ(c.messages[2].tool, std::optional<std::string>("f"));
+  EXPECT_FALSE(parse_chat_completion(R"({"messages":[{"role":"user","content":"x"}]})", {})
+                   .legacy_functions);
+  const std::string user = R"({"role":"user","content":"x"})";
+  expect_refused(R"({"messages":[)" + user + R"(],"functions":[{"name":"f"}],"tools":[]})",
+                 "functions");
+  expect_refused(R"({"messages":[)" + user + R"(],"function_call":"any"})", "function_call");
+  expect_refused(R"({"messages":[)" + user + R"(],"function_call":{}})", "function_call.name");
+  expect_refused(R"({"messages":[{"role":"user","content":"x","function_call":{"name":"f"}}]})",
+                 "messages[0].function_call");
+}
+
+// OpenAI's effort values map onto the three K3's encoder accepts; "none" turns thinking off.
+TEST(ChatRequestParse, ReasoningEffortsMapOntoK3s) {
+  for (auto [given, k3] :
+       {std::pair{"minimal", "low"}, std::pair{"low", "low"}, std::pair{"medium", "high"},
+        std::pair{"High", "high"}, std::pair{"max", "max"}}) {
+    const Conversation c =
+        parse_chat_completion(
+            R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":")" +
+                std::string(given) + "\"}",
+            {})
+            .conversation;
+    EXPECT_EQ(c.thinking_effort, std::optional<std::string>(k3)) << given;
+  }
+  const Conversation off =
+      parse_chat_completion(
+          R"({"messages":[{"role":"user","content":"x"}],"thinking":true,"reasoning":{"effort":"none"}})",
+          {})
+          .conversation;
+  EXPECT_EQ(off.thinking, std::optional<bool>(false));
 }
 
 TEST(ChatRequestParse, AcceptsAndIgnoresOtherFields) {
@@ -115,7 +168,12 @@ TEST(ChatRequestParse, AcceptsAndIgnoresOtherFields) {
   EXPECT_EQ(r.messages[1].tool_calls[0].form, ToolCall::ArgumentsForm::kString);
   EXPECT_EQ(r.messages[2].tool_call_id, "i");  // `id` stands in for tool_call_id
   EXPECT_EQ(r.tool_choice.kind, ToolChoice::Kind::kAuto);
+  EXPECT_TRUE(r.tool_choice.parallel);
   EXPECT_EQ(r.response_format.kind, ResponseFormat::Kind::kText);
+  EXPECT_FALSE(
+      parse_chat_completion(
+          R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":false})", {})
+          .conversation.tool_choice.parallel);
 }
 
 TEST(ChatRequestParse, ToolsKeepTheirJsonForPythonDumping) {
@@ -183,7 +241,6 @@ TEST(GenerationParamsParse, DefaultsWhenAbsentOrNull) {
     EXPECT_TRUE(g.stop.empty());
     EXPECT_FALSE(g.stream);
     EXPECT_FALSE(g.include_usage);
-    EXPECT_TRUE(g.parallel_tool_calls);
     EXPECT_EQ(g.model, "");
   }
 }
@@ -207,7 +264,6 @@ TEST(GenerationParamsParse, ReadsEveryField) {
   EXPECT_EQ(g.stop, std::vector<std::string>{"END"});
   EXPECT_TRUE(g.stream);
   EXPECT_TRUE(g.include_usage);
-  EXPECT_FALSE(g.parallel_tool_calls);
 }
 
 TEST(GenerationParamsParse, MaxCompletionTokensWinsOverMaxTokens) {

@@ -108,6 +108,7 @@ TEST(OpenAiSink, FinishReasons) {
   EXPECT_EQ(openai_finish_reason(Finish::kStop, false), "stop");
   EXPECT_EQ(openai_finish_reason(Finish::kEnd, true), "tool_calls");
   EXPECT_EQ(openai_finish_reason(Finish::kStop, true), "tool_calls");
+  EXPECT_EQ(openai_finish_reason(Finish::kEnd, true, true), "function_call");
   // A reply cut by the budget says so even when it had begun a call.
   EXPECT_EQ(openai_finish_reason(Finish::kLength, true), "length");
   EXPECT_EQ(openai_finish_reason(Finish::kLength, false), "length");
@@ -206,15 +207,15 @@ TEST(OpenAiSink, FailuresBeforeAndDuringAStream) {
 
 TEST(OpenAiSink, KeepAliveOnlyInStreamsAndOnlyAfterSilence) {
   auto w = std::make_shared<RecordingWriter>();
-  OpenAiSink quiet(w, kHeader, {true, true, false, std::chrono::milliseconds(0)});
+  OpenAiSink quiet(w, kHeader, {true, true, false, false, std::chrono::milliseconds(0)});
   quiet.begin();
   quiet.prefill_progress(1, 10);
   EXPECT_EQ(w->calls.back(), "comment prefill in progress");
-  OpenAiSink patient(w, kHeader, {true, true, false, std::chrono::hours(1)});
+  OpenAiSink patient(w, kHeader, {true, true, false, false, std::chrono::hours(1)});
   size_t before = w->calls.size();
   patient.prefill_progress(1, 10);  // not begun, and not silent for long
   EXPECT_EQ(w->calls.size(), before);
-  OpenAiSink plain(w, kHeader, {true, false, false, std::chrono::milliseconds(0)});
+  OpenAiSink plain(w, kHeader, {true, false, false, false, std::chrono::milliseconds(0)});
   plain.begin();
   plain.prefill_progress(1, 10);
   EXPECT_EQ(w->calls.size(), before);

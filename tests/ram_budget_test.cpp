@@ -3,6 +3,8 @@
 
 #include "engine/base/error.h"
 #include "engine/experts/ram_budget.h"
+#include "engine/format/container.h"
+#include "engine/synth/synth.h"
 #include "tests/test_util.h"
 
 namespace waste {
@@ -49,6 +51,47 @@ TEST(Budget, UnderTheFloorIsRefusedWithTheNumbers) {
   Budget b = plan_budget(plan(29 * G, 17 * G), 40 * G, 16 * G);  // explicit: used as given
   EXPECT_EQ(b.budget, 40 * G);
   EXPECT_TRUE(b.explicit_budget);
+}
+
+// The default context is the largest (in steps of 1024) that keeps the cache the budget gives at
+// 4096 positions: one step more would cost a cached working set (or, with an explicit budget,
+// leave less than one).
+TEST(Budget, DefaultContextIsTheLargestThatKeepsTheCache) {
+  test::TempDir d;
+  write_synthetic(d / "k3.waste", {Arch::kK3, "tiny", 3});
+  OpenOptions o;
+  o.load_trunk = false;
+  auto c = Container::open(d / "k3.waste", o);
+  const Manifest& m = c->manifest();
+  const MemoryPlan base = plan_memory(m, 4096);
+  const uint64_t per_position = plan_memory(m, 4097).state_bytes - base.state_bytes;
+  ASSERT_GT(per_position, 0u) << "the tiny K3 has MLA layers";
+  const int64_t most = m.config.max_positions > 0 ? m.config.max_positions : 1 << 20;
+
+  // Without a budget: the working sets the default rule caches stay as at 4096.
+  const uint64_t usable =
+      (base.floor_bytes + 2 * base.working_set_bytes + 3000 * per_position) * 8 / 7;
+  const int working_sets = plan_budget(base, std::nullopt, usable).working_sets;
+  const int64_t ctx = default_context(m, std::nullopt, usable);
+  EXPECT_GT(ctx, 4096);
+  EXPECT_EQ(ctx % 1024, 0);
+  EXPECT_EQ(plan_budget(plan_memory(m, ctx), std::nullopt, usable).working_sets, working_sets);
+  if (ctx < most)
+    EXPECT_LT(plan_budget(plan_memory(m, ctx + 1024), std::nullopt, usable).working_sets,
+              working_sets);
+  EXPECT_EQ(default_context(m, std::nullopt, uint64_t{1} << 50), most);  // RAM to spare
+
+  // An explicit budget: at least one working set stays cached.
+  const uint64_t budget = base.floor_bytes + base.working_set_bytes + 5000 * per_position;
+  const int64_t fixed = default_context(m, budget, usable);
+  EXPECT_GE(plan_budget(plan_memory(m, fixed), budget, usable).cache_bytes,
+            base.min_cache_bytes + base.working_set_bytes);
+  EXPECT_LT(plan_budget(plan_memory(m, fixed + 1024), budget, usable).cache_bytes,
+            base.min_cache_bytes + base.working_set_bytes);
+
+  // Too little RAM for 4096: 4096, which the budget then refuses with the numbers.
+  EXPECT_EQ(default_context(m, std::nullopt, base.floor_bytes / 2), 4096);
+  EXPECT_EQ(choose_context(m, 123, std::nullopt, usable), 123);
 }
 
 TEST(Budget, ParsesSizes) {

@@ -28,7 +28,7 @@ TEST(ServeOptions, Defaults) {
   EXPECT_EQ(o.model, "");
   EXPECT_EQ(o.host, "127.0.0.1");
   EXPECT_EQ(o.port, 8000);
-  EXPECT_EQ(o.engine.ctx, 4096);
+  EXPECT_EQ(o.engine.ctx, 0);  // the RAM plan chooses (ram_budget_test)
   EXPECT_EQ(o.engine.threads, 0);
   EXPECT_EQ(o.engine.chunk, 64);
   EXPECT_EQ(o.engine.lookahead, 6);

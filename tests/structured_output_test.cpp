@@ -227,6 +227,76 @@ TEST_F(StructuredOutputTest, ForcedToolCallsHaveArgumentsThatMatchTheSchema) {
   expect_valid(args);
 }
 
+// "required" is one or more calls and nothing else: no text in the response channel, every
+// call to a declared tool, arguments valid against that tool's schema. With thinking on, the
+// reply thinks first; the calls still follow with no text between.
+TEST_F(StructuredOutputTest, RequiredToolChoiceGivesCallsAndNoText) {
+  auto d = start(model("k3.waste"));
+  const std::string params =
+      R"({"type":"object","properties":{"city":{"type":"string","maxLength":6},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false})";
+  const std::string tools =
+      R"([{"type":"function","function":{"name":"weather","parameters":)" + params +
+      R"(}},{"type":"function","function":{"name":"noop","parameters":{"type":"object","properties":{},"additionalProperties":false}}}])";
+  const std::string bias = closing_bias("k3.waste");
+  std::vector<std::pair<std::string, std::string>> args;
+  int calls = 0, replies = 0;
+  for (const char* thinking : {"disabled", "enabled"}) {
+    for (int seed = 0; seed < 20; ++seed) {
+      std::string body =
+          R"({"messages":[{"role":"user","content":"weather?"}],"max_tokens":300,"temperature":1,"seed":)" +
+          std::to_string(seed) + R"(,"thinking":{"type":")" + thinking + R"("},"logit_bias":)" +
+          bias + R"(,"tools":)" + tools + R"(,"tool_choice":"required"})";
+      HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.body;
+      auto c = parse(r.body)["choices"].at(0);
+      std::string_view reason = c["finish_reason"].get_string().value();
+      auto content = c["message"]["content"];
+      EXPECT_TRUE(content.is_null() || content.get_string().value().empty()) << r.body;
+      if (thinking[0] == 'e' && reason == "length") continue;  // random weights may think on
+      ++replies;
+      ASSERT_EQ(reason, "tool_calls") << r.body;
+      for (auto call : c["message"]["tool_calls"].get_array().value()) {
+        std::string name(call["function"]["name"].get_string().value());
+        ASSERT_TRUE(name == "weather" || name == "noop") << r.body;
+        args.push_back(
+            {name == "weather" ? params : R"({"type":"object","additionalProperties":false})",
+             std::string(call["function"]["arguments"].get_string().value())});
+        ++calls;
+      }
+    }
+  }
+  EXPECT_GE(replies, 20) << "all 20 without thinking, and any with thinking that stopped";
+  EXPECT_GE(calls, replies);
+  expect_valid(args);
+}
+
+// A legacy `functions` request is answered in the legacy shape: `function_call` on the message
+// (and in stream deltas) and finish_reason "function_call".
+TEST_F(StructuredOutputTest, LegacyFunctionsAreAnsweredWithFunctionCall) {
+  auto d = start(model("k3.waste"));
+  const std::string body =
+      R"({"messages":[{"role":"user","content":"weather?"}],"max_tokens":150,"temperature":1,"seed":2,"thinking":{"type":"disabled"},"logit_bias":)" +
+      closing_bias("k3.waste") +
+      R"(,"functions":[{"name":"weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":5}},"required":["city"],"additionalProperties":false}}],"function_call":{"name":"weather"})";
+  HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto c = parse(r.body)["choices"].at(0);
+  ASSERT_EQ(std::string_view(c["finish_reason"].get_string().value()), "function_call") << r.body;
+  auto call = c["message"]["function_call"];
+  EXPECT_EQ(std::string_view(call["name"].get_string().value()), "weather");
+  expect_valid(
+      {{R"({"type":"object","properties":{"city":{"type":"string","maxLength":5}},"required":["city"],"additionalProperties":false})",
+        std::string(call["arguments"].get_string().value())}});
+  EXPECT_TRUE(c["message"]["tool_calls"].error() == simdjson::NO_SUCH_FIELD) << r.body;
+
+  HttpResponse s =
+      http_request(d->port(), "POST", "/v1/chat/completions", body + R"(,"stream":true})");
+  ASSERT_EQ(s.status, 200);
+  EXPECT_NE(s.body.find(R"("function_call":{"name":"weather")"), std::string::npos) << s.body;
+  EXPECT_NE(s.body.find(R"("finish_reason":"function_call")"), std::string::npos) << s.body;
+  EXPECT_EQ(s.body.find("tool_calls"), std::string::npos) << s.body;
+}
+
 TEST_F(StructuredOutputTest, BadToolSchemasAre400) {
   auto d = start(model("k3.waste"));
   std::string body =

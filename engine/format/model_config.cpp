@@ -105,6 +105,9 @@ ModelConfig parse_model_config(const json::element& cfg, const std::string& wher
   c.eos_token_id = json::get_int_or(cfg, "eos_token_id", where, 0, c.vocab - 1, 0);
   c.bos_token_id = json::get_int_or(cfg, "bos_token_id", where, 0, c.vocab - 1, 0);
   c.rms_eps = (float)json::get_double_or(cfg, "rms_norm_eps", where, 1e-5);
+  c.max_positions = json::get_int_or(cfg, "max_position_embeddings", where, 0, int64_t{1} << 40, 0);
+  if (c.max_positions == 0)
+    c.max_positions = json::get_int_or(cfg, "model_max_length", where, 0, int64_t{1} << 40, 0);
   if (!(c.rms_eps > 0 && c.rms_eps < 1)) fail("{}.rms_norm_eps: must be in (0, 1)", where);
 
   c.n_experts = (int)json::get_int_or(cfg, "num_experts", where, 0, kMaxDim, 0);

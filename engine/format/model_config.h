@@ -21,6 +21,7 @@ struct ModelConfig {
   int vocab = 0;
   int64_t eos_token_id = 0;  // 0 = not stated
   int64_t bos_token_id = 0;
+  int64_t max_positions = 0;  // max_position_embeddings or model_max_length; 0 = not stated
   float rms_eps = 1e-5f;
 
   // MoE

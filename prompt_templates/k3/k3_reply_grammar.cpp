@@ -48,26 +48,43 @@ std::shared_ptr<Grammar> named_call(const Conversation& c) {
   return g;
 }
 
-// Required: the reply may think and write text, then must call one of the declared tools.
+// How many calls a "required" reply may make when parallel calls are allowed: the grammar
+// spells each call's index, so the calls are unrolled up to this many.
+constexpr size_t kMaxRequiredCalls = 8;
+
+// Required: after the think channel (when the prompt opened it), an empty response channel and
+// then one or more calls to the declared tools, each indexed from 1, and nothing else.
 std::shared_ptr<Grammar> required_call(const Conversation& c, bool thinking) {
   if (c.tools.empty()) fail<UsageError>("tool_choice: \"required\" needs at least one tool");
   auto g = std::make_shared<Grammar>();
-  std::vector<int> parts = thinking ? think_channel(*g) : std::vector<int>{};
-  GrammarNode text;
-  text.kind = GrammarNode::Kind::kString;
-  text.raw = true;
-  parts.push_back(g->add(std::move(text)));
-  parts.push_back(g->literal(close_tag(k3::kResponse) + open_tag(k3::kTools) +
-                             fmt::format("{}{} tool=\"", k3::kOpen, k3::kCall)));
-  GrammarNode calls;
-  calls.kind = GrammarNode::Kind::kUnion;
-  for (size_t i = 0; i < c.tools.size(); ++i) {
-    int args = tool_arguments(*g, c.tools[i], i, k3_argument_spelling());
-    calls.children.push_back(
-        g->seq({g->literal(c.tools[i].name + "\" index=\"1\"" + std::string(k3::kSep)), args}));
+  std::vector<int> args;  // per tool, shared by every call position
+  for (size_t i = 0; i < c.tools.size(); ++i)
+    args.push_back(tool_arguments(*g, c.tools[i], i, k3_argument_spelling()));
+  const size_t most = c.tool_choice.parallel ? kMaxRequiredCalls : 1;
+  const int end = g->literal(close_tag(k3::kTools) + k3::message_end());
+  // Built from the last call back: call k, then either call k + 1 or the end.
+  int rest = end;
+  for (size_t k = most; k >= 1; --k) {
+    GrammarNode calls;
+    calls.kind = GrammarNode::Kind::kUnion;
+    for (size_t i = 0; i < c.tools.size(); ++i)
+      calls.children.push_back(
+          g->seq({g->literal(fmt::format("{}{} tool=\"{}\" index=\"{}\"{}", k3::kOpen, k3::kCall,
+                                         c.tools[i].name, k, k3::kSep)),
+                  args[i], g->literal(close_tag(k3::kCall))}));
+    int call = g->add(std::move(calls));
+    if (k == most) {
+      rest = g->seq({call, end});
+    } else {
+      GrammarNode next;
+      next.kind = GrammarNode::Kind::kUnion;
+      next.children = {rest, end};
+      rest = g->seq({call, g->add(std::move(next))});
+    }
   }
-  parts.push_back(g->add(std::move(calls)));
-  parts.push_back(g->literal(after_call()));
+  std::vector<int> parts = thinking ? think_channel(*g) : std::vector<int>{};
+  parts.push_back(g->literal(close_tag(k3::kResponse) + open_tag(k3::kTools)));
+  parts.push_back(rest);
   g->root = g->seq(parts);
   return g;
 }

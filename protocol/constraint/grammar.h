@@ -59,6 +59,7 @@ struct GrammarNode {
   bool integer = false;
   bool has_min = false, has_max = false, min_exclusive = false, max_exclusive = false;
   double min = 0, max = 0;
+  uint64_t multiple = 0;  // integers: a multiple of this (0: any)
 
   // kObject / kTypedArgs: property i is written with key trie string i and value props[i].
   // kObject keys are `"<json-escaped key>"`; kTypedArgs keys are what the family's spelling
@@ -70,7 +71,10 @@ struct GrammarNode {
   };
   std::vector<Property> props;
   std::vector<int> first_required_from;  // per i in [0, n]: least required index >= i, else n
+  std::vector<int> required_from;        // per i in [0, n]: required properties at >= i
   int additional = -1;                   // kObject: value node of other keys; -1 none allowed
+  int key_rule = -1;  // kObject: a kString node other keys must also match (propertyNames)
+  uint32_t min_props = 0, max_props = std::numeric_limits<uint32_t>::max();  // kObject
 
   // kArray
   std::vector<int> prefix;  // prefixItems

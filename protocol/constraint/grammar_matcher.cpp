@@ -222,15 +222,28 @@ void GrammarMatcher::feed_literal(const Frame& f, Symbol s, std::vector<Top>& ou
   if (f.sel != 0 && here.terminal >= 0) child_done(f.parent, here.terminal, &s, out);
 }
 
+// The string node whose bounds and pattern a frame's text follows: a value's own node, or for
+// an undeclared key its object's key rule (propertyNames); -1 when nothing applies.
+int GrammarMatcher::text_rule(const Frame& f) const {
+  if (f.node < 0) return -1;
+  if (f.type == kValue) return f.node;
+  if (f.type == kFreeKey) return g_.nodes[f.node].key_rule;
+  return -1;
+}
+
 bool GrammarMatcher::string_can_end(const Frame& f) const {
-  const GrammarNode& n = g_.nodes[f.node];
-  if (f.phase != kStrBody || pending(f.aux) != 0 || f.count < n.min_len) return false;
-  return n.dfa < 0 || g_.dfas[n.dfa].accepting[f.sel];
+  if (f.phase != kStrBody || pending(f.aux) != 0) return false;
+  int r = text_rule(f);
+  if (r < 0) return true;
+  const GrammarNode& n = g_.nodes[r];
+  if (f.count < n.min_len) return false;
+  return n.dfa < 0 || g_.dfas[n.dfa].accepting[f.type == kValue ? f.sel : (int)f.whole];
 }
 
 // One byte of string content: UTF-8 well-formedness, the length bound and the pattern.
 bool GrammarMatcher::string_byte(Frame& f, uint8_t b, bool raw) const {
   if (raw ? b == 0 : b < 0x20) return false;
+  const int r = text_rule(f);
   int due = pending(f.aux);
   if (due > 0) {
     int code = (f.aux >> 2) & 7;
@@ -240,14 +253,24 @@ bool GrammarMatcher::string_byte(Frame& f, uint8_t b, bool raw) const {
     int more, code;
     if (!utf8_lead(b, more, code)) return false;
     f.aux = (uint16_t)(more | code << 2);
-    if (f.node >= 0 && f.type == kValue && ++f.count > g_.nodes[f.node].max_len) return false;
+    if (r >= 0) {
+      const GrammarNode& n = g_.nodes[r];
+      if (++f.count > n.max_len) return false;
+      // Past U+FFFF a character is one code point but two UTF-16 units; a bounded string
+      // leaves them out so that both ways of counting agree.
+      if (more == 3 && (n.min_len > 0 || n.max_len != UINT32_MAX)) return false;
+    }
   }
-  if (f.type != kValue) return true;
-  const GrammarNode& n = g_.nodes[f.node];
+  if (r < 0) return true;
+  const GrammarNode& n = g_.nodes[r];
   if (n.dfa < 0) return true;
-  f.sel = g_.dfas[n.dfa].step(f.sel, b);
-  if (f.sel < 0) return false;
-  return n.finish < 0 || g_.finish_tables[n.finish].at(f.sel, f.count);
+  int state = g_.dfas[n.dfa].step(f.type == kValue ? f.sel : (int)f.whole, b);
+  if (state < 0) return false;
+  if (f.type == kValue)
+    f.sel = state;
+  else
+    f.whole = (uint64_t)state;
+  return n.finish < 0 || g_.finish_tables[n.finish].at(state, f.count);
 }
 
 void GrammarMatcher::feed_string(const Frame& f, Symbol s, std::vector<Top>& out) {
@@ -320,7 +343,7 @@ void GrammarMatcher::feed_escape(const Frame& f, Symbol s, std::vector<Top>& out
 // magnitudes reachable from a prefix form half-open intervals [lo, hi).
 bool GrammarMatcher::number_feasible(const Frame& f) const {
   const GrammarNode& n = g_.nodes[f.node];
-  if (!n.has_min && !n.has_max) return true;
+  if (!n.has_min && !n.has_max && !n.multiple) return true;
   NumDigits d = unpack(f.aux);
   auto fits = [&](long double lo, long double hi, bool hi_closed) {
     // The values (signed) this magnitude interval stands for, against the bounds.
@@ -333,6 +356,11 @@ bool GrammarMatcher::number_feasible(const Frame& f) const {
     if (n.has_max) {
       if (n.max < vhi || (n.max == vhi && n.max_exclusive))
         vhi = n.max, up_closed = !n.max_exclusive;
+    }
+    if (n.multiple) {  // the least multiple in the interval
+      long double k = (long double)n.multiple, m = std::ceil(vlo / k) * k;
+      if (m == vlo && !lo_closed) m += k;
+      vlo = m, lo_closed = true;
     }
     return vlo < vhi || (vlo == vhi && lo_closed && up_closed);
   };
@@ -360,6 +388,7 @@ bool GrammarMatcher::number_can_end(const Frame& f) const {
   if (f.phase != kNumZero && f.phase != kNumInt && f.phase != kNumFrac && f.phase != kNumExp)
     return false;
   const GrammarNode& n = g_.nodes[f.node];
+  if (n.multiple && f.whole % n.multiple != 0) return false;
   if (!n.has_min && !n.has_max) return true;
   NumDigits d = unpack(f.aux);
   long double v = (long double)f.whole + (long double)f.frac / pow10(d.frac);
@@ -371,7 +400,7 @@ bool GrammarMatcher::number_can_end(const Frame& f) const {
 
 void GrammarMatcher::feed_number(const Frame& f, Symbol s, std::vector<Top>& out) {
   const GrammarNode& n = g_.nodes[f.node];
-  const bool bounded = n.has_min || n.has_max;
+  const bool bounded = n.has_min || n.has_max || n.multiple;
   const int whole_cap = bounded ? kBoundedWholeDigits : kMaxWholeDigits;
   const int frac_cap = bounded ? kBoundedFracDigits : kMaxFracDigits;
   Frame nf = f;
@@ -440,20 +469,25 @@ void GrammarMatcher::feed_object(const Frame& f, Symbol s, std::vector<Top>& out
       out.push_back(push(nf));
       return;
     case kObjFirst:
-    case kObjAfterValue:
-      if (s == '}' && !required_left) return child_done(f.parent, -1, nullptr, out);
-      if (f.phase == kObjFirst && s == '"') return start_key(f, s, out);
-      if (f.phase == kObjAfterValue && s == ',' && (f.count < np || n.additional >= 0)) {
+    case kObjAfterValue: {
+      const bool room = f.whole < n.max_props && (f.count < np || n.additional >= 0);
+      if (s == '}' && !required_left && f.whole >= n.min_props)
+        return child_done(f.parent, -1, nullptr, out);
+      if (f.phase == kObjFirst && s == '"' && room) return start_key(f, s, out);
+      if (f.phase == kObjAfterValue && s == ',' && room) {
         nf.phase = kObjKey;
         out.push_back(push(nf));
       }
       return;
+    }
     case kObjKey:
       if (s == '"') start_key(f, s, out);
       return;
     case kObjColon: {
       if (s != ':') return;
       nf.phase = kObjInValue;
+      // Counted only where a bound needs it, so other objects keep sharing mask signatures.
+      if (n.min_props > 0 || n.max_props != UINT32_MAX) ++nf.whole;
       int value = n.additional;
       if (f.sel >= 0) value = n.props[f.sel].value, nf.count = (uint32_t)f.sel + 1;
       enter(value, push(nf), out);
@@ -491,6 +525,8 @@ void GrammarMatcher::start_key(const Frame& f, Symbol s, std::vector<Top>& out) 
     key.type = kFreeKey;
     key.phase = kStrBody;
     key.sel = 0;
+    if (n.key_rule >= 0 && g_.nodes[n.key_rule].dfa >= 0)
+      key.whole = (uint64_t)g_.dfas[g_.nodes[n.key_rule].dfa].start;
     out.push_back(push(key));
   }
 }
@@ -500,8 +536,16 @@ void GrammarMatcher::feed_key(const Frame& f, Symbol s, std::vector<Top>& out) {
   const SymbolTrie& trie = g_.tries[n.trie];
   int c = trie.child(f.sel, s);
   if (c < 0) return;
-  const uint32_t first = arena_[f.parent].count;
-  const int last = std::min<int>(n.first_required_from[first], (int)n.props.size() - 1);
+  const Frame& obj = arena_[f.parent];
+  const int np = (int)n.props.size();
+  uint32_t first = obj.count;
+  int last = std::min<int>(n.first_required_from[first], np - 1);
+  // With maxProperties, skipping ahead to an optional property must leave room for the
+  // required ones; with minProperties and no other keys, it must leave enough properties.
+  if (obj.whole + 1 + (uint64_t)n.required_from[first] > n.max_props)
+    first = (uint32_t)n.first_required_from[first];
+  if (n.additional < 0 && n.min_props > obj.whole + 1)
+    last = std::min<int>(last, np - (int)(n.min_props - obj.whole));
   const auto& v = trie.nodes[c].values;
   auto it = std::lower_bound(v.begin(), v.end(), (int)first);
   if (it == v.end() || *it > last) return;
@@ -518,7 +562,7 @@ void GrammarMatcher::feed_free_key(const Frame& f, Symbol s, std::vector<Top>& o
   const SymbolTrie& trie = g_.tries[g_.nodes[f.node].trie];
   if (s >= kFirstSpecialSymbol || s == '\\') return;
   if (s == '"') {
-    if (pending(f.aux) != 0) return;
+    if (!string_can_end(f)) return;
     int c = f.sel >= 0 ? trie.child(f.sel, s) : -1;
     if (c >= 0 && trie.nodes[c].terminal >= 0) return;  // a declared key
     return child_done(f.parent, -1, nullptr, out);
@@ -578,9 +622,10 @@ bool GrammarMatcher::plain_string(Top t, bool& raw, uint32_t& room) const {
   const Frame& f = arena_[t];
   if (f.type == kFreeKey) {
     // Plain characters only move `sel` along the declared keys; a key is checked at its quote.
-    if (pending(f.aux) != 0) return false;
+    const int r = text_rule(f);
+    if (pending(f.aux) != 0 || (r >= 0 && g_.nodes[r].dfa >= 0)) return false;
     raw = false;
-    room = UINT32_MAX;
+    room = r < 0 || g_.nodes[r].max_len == UINT32_MAX ? UINT32_MAX : g_.nodes[r].max_len - f.count;
     return true;
   }
   if (f.type != kValue) return false;

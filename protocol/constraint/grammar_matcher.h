@@ -61,7 +61,9 @@ class GrammarMatcher {
     uint16_t aux = 0;    // strings: UTF-8 continuation state; numbers: sign and digit counts
     uint32_t count = 0;  // code points, items, or the next property
     int32_t sel = -1;    // trie node, DFA state, or chosen property
-    uint64_t whole = 0, frac = 0;  // numbers: digits of the integer and fraction parts
+    // numbers: digits of the integer and fraction parts; objects: `whole` counts the properties
+    // written; free keys: `whole` is the key rule's DFA state
+    uint64_t whole = 0, frac = 0;
   };
 
   Top push(const Frame& f);
@@ -71,6 +73,7 @@ class GrammarMatcher {
 
   void feed_literal(const Frame& f, Symbol s, std::vector<Top>& out);
   void feed_string(const Frame& f, Symbol s, std::vector<Top>& out);
+  int text_rule(const Frame& f) const;
   bool string_byte(Frame& f, uint8_t b, bool raw) const;
   bool string_can_end(const Frame& f) const;
   void feed_escape(const Frame& f, Symbol s, std::vector<Top>& out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -71,6 +72,11 @@ const std::set<std::string_view> kKnown = {"type",
                                            "maximum",
                                            "exclusiveMinimum",
                                            "exclusiveMaximum",
+                                           "multipleOf",
+                                           "propertyNames",
+                                           "minProperties",
+                                           "maxProperties",
+                                           "discriminator",
                                            "uniqueItems",
                                            "title",
                                            "description",
@@ -144,10 +150,28 @@ size_t code_points(std::string_view s) {
   return n;
 }
 
+// JavaScript's String.length: characters past U+FFFF count twice.
+size_t utf16_units(std::string_view s) {
+  size_t n = code_points(s);
+  for (unsigned char c : s) n += c >= 0xF0;
+  return n;
+}
+
 std::vector<Symbol> byte_symbols(std::string_view s) {
   std::vector<Symbol> out;
   for (unsigned char c : s) out.push_back(c);
   return out;
+}
+
+// Fills the per-position tables of required properties the matcher consults.
+void index_required(GrammarNode& n) {
+  const int np = (int)n.props.size();
+  n.first_required_from.assign(np + 1, np);
+  n.required_from.assign(np + 1, 0);
+  for (int i = np - 1; i >= 0; --i) {
+    n.first_required_from[i] = n.props[i].required ? i : n.first_required_from[i + 1];
+    n.required_from[i] = n.required_from[i + 1] + (n.props[i].required ? 1 : 0);
+  }
 }
 
 class Compiler {
@@ -167,6 +191,8 @@ class Compiler {
   std::optional<element> get(const Part& p, std::string_view key) const;
   int combinator(Conj& conj, uint8_t types, bool raw, int depth);
   void check_one_of(const Conj& conj, size_t i, array alts);
+  std::map<std::string, std::set<std::string>> pinned(Conj alt);
+  void check_discriminator(const Part& p);
   uint8_t declared_types(const Conj& conj);
   int typed(const Conj& conj, uint8_t types, bool raw, int depth);
   int enum_literal(const Conj& conj, uint8_t types, bool raw);
@@ -185,6 +211,8 @@ class Compiler {
     Conj additional;
   };
   Props collect_props(const Conj& conj);
+  int property_names(const Conj& conj, Props& props);
+  void property_counts(const Conj& conj, GrammarNode& n);
   int array_node(const Conj& conj, int depth);
   int string_node(const Conj& conj, bool raw);
   void add_finish_table(GrammarNode& n, const std::string& path);
@@ -299,6 +327,7 @@ int Compiler::combinator(Conj& conj, uint8_t types, bool raw, int depth) {
       if (!alts) continue;
       std::string path = conj[i].path + "/" + word;
       if (!alts->is_array() || array(*alts).size() == 0) refuse(path, "must be a non-empty array");
+      check_discriminator(conj[i]);
       if (bit == kSkipOneOf) check_one_of(conj, i, array(*alts));
       GrammarNode u;
       u.kind = Kind::kUnion;
@@ -338,25 +367,64 @@ uint8_t Compiler::declared_types(const Conj& conj) {
       }
       stated &= bits;
     }
-    for (auto k : {"properties", "required", "additionalProperties"})
+    for (auto k : {"properties", "required", "additionalProperties", "propertyNames",
+                   "minProperties", "maxProperties"})
       if (get(p, k)) implied |= kObj;
     for (auto k : {"items", "prefixItems", "minItems", "maxItems", "additionalItems"})
       if (get(p, k)) implied |= kArr;
     for (auto k : {"minLength", "maxLength", "pattern", "format"})
       if (get(p, k)) implied |= kStr;
-    for (auto k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+    for (auto k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
       if (get(p, k)) implied |= kNum | kInt;
   }
   if (any_stated) return stated;
   return implied ? implied : kAllTypes;
 }
 
+// The properties an alternative requires and pins to const or enum values (following $ref and
+// allOf, in the alternative and in each property's schema): property -> the values allowed.
+std::map<std::string, std::set<std::string>> Compiler::pinned(Conj alt) {
+  std::map<std::string, std::set<std::string>> out;
+  if (!expand(alt)) return out;
+  std::set<std::string> required;
+  for (const Part& p : alt)
+    if (auto req = get(p, "required"); req && req->is_array())
+      for (element r : array(*req))
+        if (r.is_string()) required.insert(std::string(std::string_view(r)));
+  for (const Part& p : alt) {
+    auto props = get(p, "properties");
+    if (!props || !props->is_object()) continue;
+    for (auto [key, sub] : object(*props)) {
+      std::string name(key);
+      if (!required.count(name) || out.count(name)) continue;
+      Conj c{Part{sub, p.path + "/properties/" + escape_pointer(name)}};
+      if (!expand(c)) continue;
+      for (const Part& q : c) {
+        std::set<std::string> values;
+        if (auto v = get(q, "const")) {
+          values.insert(simdjson::minify(*v));
+        } else if (auto e = get(q, "enum"); e && e->is_array()) {
+          for (element x : array(*e)) values.insert(simdjson::minify(x));
+        } else {
+          continue;
+        }
+        out[name] = values;  // one part's values already bound what the property may hold
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 void Compiler::check_one_of(const Conj& conj, size_t i, array alts) {
   // Disjoint when the alternatives' types are, or when each pins a required property to
   // const/enum values no other alternative allows.
   std::vector<uint8_t> types;
+  std::vector<std::map<std::string, std::set<std::string>>> pins;
+  size_t k = 0;
   for (element alt : alts) {
-    Conj c{Part{alt, conj[i].path + "/oneOf"}};
+    Conj c{Part{alt, conj[i].path + "/oneOf/" + std::to_string(k++)}};
+    pins.push_back(pinned(c));
     if (!expand(c)) continue;
     uint8_t t = declared_types(c);
     if (t & kNum) t |= kInt;
@@ -366,45 +434,61 @@ void Compiler::check_one_of(const Conj& conj, size_t i, array alts) {
   for (size_t a = 0; a < types.size(); ++a)
     for (size_t b = a + 1; b < types.size(); ++b) disjoint = disjoint && !(types[a] & types[b]);
   if (disjoint) return;
-  std::map<std::string, std::vector<std::set<std::string>>> pinned;  // property -> value sets
-  size_t n = 0;
-  for (element alt : alts) {
-    ++n;
-    object o;
-    element props;
-    if (alt.get(o) != simdjson::SUCCESS || o.at_key("properties").get(props) != simdjson::SUCCESS ||
-        !props.is_object())
-      continue;
-    for (auto [key, sub] : object(props)) {
-      std::set<std::string> values;
-      element v;
-      if (sub.is_object() && object(sub).at_key("const").get(v) == simdjson::SUCCESS) {
-        values.insert(simdjson::minify(v));
-      } else if (sub.is_object() && object(sub).at_key("enum").get(v) == simdjson::SUCCESS &&
-                 v.is_array()) {
-        for (element x : array(v)) values.insert(simdjson::minify(x));
-      } else {
-        continue;
-      }
-      bool required = false;
-      element req;
-      if (o.at_key("required").get(req) == simdjson::SUCCESS && req.is_array())
-        for (element r : array(req))
-          required = required || (r.is_string() && std::string_view(r) == key);
-      if (required) pinned[std::string(key)].push_back(values);
-    }
-  }
-  for (const auto& [key, sets] : pinned) {
-    if (sets.size() != n) continue;
+  for (const auto& [key, unused] : pins.front()) {
     std::set<std::string> seen;
-    bool overlap = false;
-    for (const auto& s : sets)
-      for (const auto& v : s) overlap = overlap || !seen.insert(v).second;
-    if (!overlap) return;
+    bool ok = true;
+    for (const auto& alt : pins) {
+      auto it = alt.find(key);
+      ok = ok && it != alt.end();
+      if (!ok) break;
+      for (const auto& v : it->second) ok = ok && seen.insert(v).second;
+    }
+    if (ok) return;
   }
   refuse(conj[i].path + "/oneOf",
          "the alternatives may overlap, so exactly one cannot be guaranteed (use anyOf, or give "
          "each alternative a distinct type or a required property with distinct const values)");
+}
+
+// OpenAPI's discriminator (pydantic writes it beside a tagged union) narrows nothing the
+// alternatives' own const values do not, so it is only checked to agree with them.
+void Compiler::check_discriminator(const Part& p) {
+  auto d = get(p, "discriminator");
+  if (!d) return;
+  const std::string path = p.path + "/discriminator";
+  element name;
+  if (!d->is_object() || object(*d).at_key("propertyName").get(name) != simdjson::SUCCESS ||
+      !name.is_string())
+    refuse(path, "must be an object with a string \"propertyName\"");
+  const std::string property{std::string_view(name)};
+  std::optional<element> alts = get(p, "oneOf");
+  if (!alts) alts = get(p, "anyOf");
+  if (!alts || !alts->is_array()) refuse(path, "needs a oneOf or anyOf beside it");
+  std::map<std::string, std::set<std::string>> by_ref;  // $ref -> the values it pins
+  size_t k = 0;
+  for (element alt : array(*alts)) {
+    auto pins = pinned({Part{alt, p.path + "/oneOf/" + std::to_string(k++)}});
+    auto it = pins.find(property);
+    if (it == pins.end())
+      refuse(path, fmt::format("alternative {} does not require \"{}\" with a const value", k - 1,
+                               property));
+    element ref;
+    if (alt.is_object() && object(alt).at_key("$ref").get(ref) == simdjson::SUCCESS &&
+        ref.is_string())
+      by_ref[std::string(std::string_view(ref))] = it->second;
+  }
+  element mapping;
+  if (object(*d).at_key("mapping").get(mapping) != simdjson::SUCCESS) return;
+  if (!mapping.is_object()) refuse(path + "/mapping", "must be an object");
+  for (auto [value, ref] : object(mapping)) {
+    std::string quoted;
+    append_json_string(&quoted, std::string(value));
+    auto it = ref.is_string() ? by_ref.find(std::string(std::string_view(ref))) : by_ref.end();
+    if (it == by_ref.end() || !it->second.count(quoted))
+      refuse(path + "/mapping",
+             fmt::format("\"{}\" maps to a schema whose \"{}\" does not allow it",
+                         std::string(value), property));
+  }
 }
 
 int Compiler::typed(const Conj& conj, uint8_t types, bool raw, int depth) {
@@ -498,8 +582,8 @@ int Compiler::enum_literal(const Conj& conj, uint8_t types, bool raw) {
     if (!(value_types(v) & types)) continue;
     std::string text;
     if (v.is_string()) {
-      size_t n = code_points(std::string_view(v));
-      if (n < min_len || n > max_len) continue;
+      size_t n = code_points(std::string_view(v)), units = utf16_units(std::string_view(v));
+      if (n < min_len || units > max_len) continue;
       text = raw ? std::string(std::string_view(v)) : simdjson::minify(v);
     } else {
       if (v.is_number() && ((lo && double(v) < *lo) || (hi && double(v) > *hi))) continue;
@@ -582,6 +666,7 @@ int Compiler::object_node(const Conj& conj, int depth) {
                                             name));
     props.list.push_back({name, props.additional});
   }
+  const int key_rule = property_names(conj, props);
   GrammarNode n;
   n.kind = Kind::kObject;
   SymbolTrie keys;
@@ -603,12 +688,131 @@ int Compiler::object_node(const Conj& conj, int depth) {
   if (props.additional_allowed) {
     n.additional =
         props.additional.empty() ? any() : compile(props.additional, kAllTypes, false, depth + 1);
+    n.key_rule = key_rule;
   }
-  int np = (int)n.props.size();
-  n.first_required_from.assign(np + 1, np);
-  for (int i = np - 1; i >= 0; --i)
-    n.first_required_from[i] = n.props[i].required ? i : n.first_required_from[i + 1];
+  property_counts(conj, n);
+  index_required(n);
   return make(std::move(n));
+}
+
+// propertyNames: a closed list of names (enum, const) becomes optional declared properties and
+// closes the object; bounds, a pattern or a format become the rule other keys follow (the
+// returned string node, or -1). Declared names that break it are left out, or refused when
+// required.
+int Compiler::property_names(const Conj& conj, Props& props) {
+  static const std::set<std::string_view> kAllowed = {
+      "type",  "enum",        "const",    "minLength", "maxLength", "pattern",    "format",
+      "title", "description", "$comment", "$ref",      "$defs",     "definitions"};
+  Conj names;
+  for (const Part& p : conj)
+    if (!p.e.is_bool())
+      if (auto v = get(p, "propertyNames")) names.push_back(Part{*v, p.path + "/propertyNames"});
+  if (names.empty()) return -1;
+  const std::string path = names.front().path;
+  bool none = !expand(names);
+  std::optional<std::set<std::string>> listed;
+  if (!none) {
+    for (const Part& p : names) {
+      if (p.e.is_bool()) continue;
+      for (auto [key, value] : object(p.e))
+        if (!kAllowed.count(key))
+          refuse(p.path, fmt::format("keyword \"{}\" is not supported inside propertyNames "
+                                     "(supported: type, enum, const, minLength, maxLength, "
+                                     "pattern, format)",
+                                     std::string(key)));
+      std::set<std::string> mine;
+      bool lists = false;
+      for (const char* word : {"const", "enum"}) {
+        auto v = get(p, word);
+        if (!v) continue;
+        lists = true;
+        std::vector<element> values;
+        if (word[0] == 'c')
+          values.push_back(*v);
+        else if (v->is_array())
+          values.assign(array(*v).begin(), array(*v).end());
+        else
+          refuse(p.path + "/enum", "must be an array");
+        std::set<std::string> here;
+        for (element x : values)
+          if (x.is_string()) here.insert(std::string(std::string_view(x)));
+        if (word[0] == 'e' && !mine.empty()) {
+          std::set<std::string> both;
+          for (const auto& m : mine)
+            if (here.count(m)) both.insert(m);
+          here = both;
+        }
+        mine = here;
+      }
+      if (!lists) continue;
+      if (listed) {
+        std::set<std::string> both;
+        for (const auto& m : mine)
+          if (listed->count(m)) both.insert(m);
+        mine = both;
+      }
+      listed = mine;
+    }
+    none = !(declared_types(names) & kStr);
+  }
+  const int rule = none ? -1 : string_node(names, false);
+  auto fits = [&](const std::string& name) {
+    if (rule < 0 || (listed && !listed->count(name))) return false;
+    const GrammarNode& r = g_.nodes[rule];
+    if (code_points(name) < r.min_len || utf16_units(name) > r.max_len) return false;
+    return r.dfa < 0 || dfa_matches(g_.dfas[r.dfa], name);
+  };
+  for (auto it = props.list.begin(); it != props.list.end();) {
+    if (fits(it->first)) {
+      ++it;
+      continue;
+    }
+    if (props.required.count(it->first))
+      refuse(path,
+             fmt::format("required property \"{}\" does not satisfy propertyNames", it->first));
+    it = props.list.erase(it);
+  }
+  if (rule < 0 || listed) {
+    if (listed && props.additional_allowed)
+      for (const std::string& name : *listed)
+        if (fits(name) && std::none_of(props.list.begin(), props.list.end(),
+                                       [&](const auto& e) { return e.first == name; }))
+          props.list.push_back({name, props.additional});
+    props.additional_allowed = false;
+    return -1;
+  }
+  const GrammarNode& r = g_.nodes[rule];
+  return r.dfa >= 0 || r.min_len > 0 || r.max_len != UINT32_MAX ? rule : -1;
+}
+
+// minProperties and maxProperties, checked against what the object can hold.
+void Compiler::property_counts(const Conj& conj, GrammarNode& n) {
+  for (const Part& p : conj) {
+    if (p.e.is_bool()) continue;
+    for (const char* word : {"minProperties", "maxProperties"}) {
+      auto v = get(p, word);
+      if (!v) continue;
+      if (!v->is_number() || double(*v) < 0 || std::floor(double(*v)) != double(*v))
+        refuse(p.path + "/" + word, "must be a non-negative integer");
+      const uint32_t k = (uint32_t)std::min(double(*v), 4e9);
+      if (word[1] == 'i')
+        n.min_props = std::max(n.min_props, k);
+      else
+        n.max_props = std::min(n.max_props, k);
+    }
+  }
+  size_t required = 0;
+  for (const auto& prop : n.props) required += prop.required;
+  const std::string& path = conj.front().path;
+  if (required > n.max_props)
+    refuse(path, fmt::format("maxProperties {} is less than the {} required properties",
+                             n.max_props, required));
+  if (n.min_props > n.max_props)
+    refuse(path,
+           fmt::format("minProperties {} is more than maxProperties {}", n.min_props, n.max_props));
+  if (n.additional < 0 && n.min_props > n.props.size())
+    refuse(path, fmt::format("minProperties {} is more than the {} properties allowed", n.min_props,
+                             n.props.size()));
 }
 
 int Compiler::array_node(const Conj& conj, int depth) {
@@ -670,46 +874,54 @@ int Compiler::string_node(const Conj& conj, bool raw) {
   GrammarNode n;
   n.kind = Kind::kString;
   n.raw = raw;
-  std::optional<std::string> pattern, format;
-  std::string path;
+  // Every pattern and format of the conjunction, as (regex, where it came from).
+  std::vector<std::pair<std::string, std::string>> rules;
   for (const Part& p : conj) {
     if (p.e.is_bool()) continue;
     if (auto v = get(p, "minLength"); v && v->is_number())
       n.min_len = std::max(n.min_len, (uint32_t)std::min(double(*v), 4e9));
     if (auto v = get(p, "maxLength"); v && v->is_number())
       n.max_len = std::min(n.max_len, (uint32_t)std::min(double(*v), 4e9));
-    for (auto [word, slot] : {std::pair{"pattern", &pattern}, std::pair{"format", &format}}) {
+    for (const char* word : {"pattern", "format"}) {
       auto v = get(p, word);
       if (!v) continue;
-      if (!v->is_string()) refuse(p.path + "/" + word, "must be a string");
-      std::string s{std::string_view(*v)};
-      if (*slot && **slot != s) refuse(p.path + "/" + word, fmt::format("two different {}s", word));
-      *slot = s;
-      path = p.path + "/" + word;
+      std::string path = p.path + "/" + word;
+      if (!v->is_string()) refuse(path, "must be a string");
+      std::string text{std::string_view(*v)};
+      if (word[0] == 'f') {
+        text = format_pattern(text);
+        if (text.empty())
+          refuse(path, fmt::format("format \"{}\" is not supported (supported: date, time, "
+                                   "date-time, email, uuid, uri)",
+                                   std::string_view(*v)));
+      }
+      rules.push_back({text, path});
     }
   }
   if (n.min_len > n.max_len) return -1;
-  if (pattern && format) refuse(path, "pattern together with format is not supported");
-  std::string regex = pattern.value_or("");
-  if (format) {
-    regex = format_pattern(*format);
-    if (regex.empty())
-      refuse(path, fmt::format("format \"{}\" is not supported (supported: date, time, "
-                               "date-time, email, uuid, uri)",
-                               *format));
-  }
-  if (pattern || format) {
+  const bool bounded = n.min_len > 0 || n.max_len != UINT32_MAX;
+  if (rules.empty()) return make(std::move(n));  // the matcher keeps bounded ones in the BMP
+  const auto alphabet = raw ? StringAlphabet::kRaw : StringAlphabet::kJsonUnescaped;
+  std::optional<ByteDfa> dfa;
+  std::string path;
+  for (const auto& [regex, from] : rules) {
+    path = from;
     try {
-      g_.dfas.push_back(
-          compile_pattern(regex, raw ? StringAlphabet::kRaw : StringAlphabet::kJsonUnescaped));
+      ByteDfa d = compile_pattern(regex, alphabet);
+      dfa = dfa ? intersect_dfas(*dfa, d) : std::move(d);
+      if (bounded) dfa = drop_supplementary(*dfa);
     } catch (const SchemaError&) {
       throw;
     } catch (const UsageError& e) {
-      refuse(path, e.what());
+      refuse(path, rules.size() > 1 ? fmt::format("{} (with the other patterns and formats "
+                                                  "that apply here)",
+                                                  e.what())
+                                    : std::string(e.what()));
     }
-    n.dfa = (int)g_.dfas.size() - 1;
-    add_finish_table(n, path);
   }
+  g_.dfas.push_back(std::move(*dfa));
+  n.dfa = (int)g_.dfas.size() - 1;
+  add_finish_table(n, path);
   return make(std::move(n));
 }
 
@@ -782,6 +994,17 @@ int Compiler::number_node(const Conj& conj, bool integer) {
     if (auto v = num("maximum")) tighten_max(*v, flag("exclusiveMaximum"));
     if (auto v = num("exclusiveMinimum")) tighten_min(*v, true);
     if (auto v = num("exclusiveMaximum")) tighten_max(*v, true);
+    if (auto v = num("multipleOf")) {
+      const std::string path = p.path + "/multipleOf";
+      if (!(*v > 0)) refuse(path, "must be greater than 0");
+      if (std::floor(*v) != *v || *v >= kBoundLimit)
+        refuse(path, "multipleOf is supported only as a whole number below 1e12");
+      n.integer = true;  // the multiples of a whole number are whole
+      uint64_t k = (uint64_t)*v;
+      n.multiple = n.multiple ? std::lcm(n.multiple, k) : k;
+      if (n.multiple >= (uint64_t)kBoundLimit)
+        refuse(path, "the multipleOf values here combine to 1e12 or more");
+    }
   }
   // Bounds past what the digit caps can write are either always met or never.
   if (n.has_min && n.min <= -kBoundLimit) n.has_min = false;
@@ -791,9 +1014,10 @@ int Compiler::number_node(const Conj& conj, bool integer) {
   if (n.has_min && n.has_max) {
     double lo = n.min, hi = n.max;
     bool empty;
-    if (integer) {
+    if (n.integer) {
       double a = n.min_exclusive ? std::floor(lo) + 1 : std::ceil(lo);
       double b = n.max_exclusive ? std::ceil(hi) - 1 : std::floor(hi);
+      if (n.multiple) a = std::ceil(a / (double)n.multiple) * (double)n.multiple;
       empty = a > b;
     } else {
       empty = lo > hi || (lo == hi && (n.min_exclusive || n.max_exclusive));
@@ -836,7 +1060,7 @@ int Compiler::any_object() {
   obj.kind = Kind::kObject;
   g_.tries.emplace_back();
   obj.trie = (int)g_.tries.size() - 1;
-  obj.first_required_from = {0};
+  index_required(obj);
   int id = make(std::move(obj));
   g_.nodes[id].additional = any();
   return id;
@@ -848,6 +1072,10 @@ int Compiler::typed_arguments(Conj conj, const TypedArgumentSpelling& spelling) 
   SymbolTrie keys;
   if (!expand(conj)) refuse("", "parameters schema allows no arguments");
   if (!(declared_types(conj) & kObj)) refuse("", "parameters must describe an object");
+  for (const Part& p : conj)
+    for (const char* word : {"propertyNames", "minProperties", "maxProperties"})
+      if (!p.e.is_bool() && get(p, word))
+        refuse(p.path, fmt::format("keyword \"{}\" is not supported on a tool's parameters", word));
   Props props = collect_props(conj);
   for (const std::string& name : props.required)
     if (std::none_of(props.list.begin(), props.list.end(),
@@ -881,10 +1109,7 @@ int Compiler::typed_arguments(Conj conj, const TypedArgumentSpelling& spelling) 
   }
   g_.tries.push_back(std::move(keys));
   n.trie = (int)g_.tries.size() - 1;
-  int np = (int)n.props.size();
-  n.first_required_from.assign(np + 1, np);
-  for (int i = np - 1; i >= 0; --i)
-    n.first_required_from[i] = n.props[i].required ? i : n.first_required_from[i + 1];
+  index_required(n);
   return make(std::move(n));
 }
 

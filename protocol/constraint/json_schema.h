@@ -2,15 +2,23 @@
 // arguments of forced tool calls.
 //
 // Supported: type (a name or a list), properties, required, additionalProperties (true, false or
-// a schema), items (a schema, or a list as in draft 7 with additionalItems), prefixItems,
-// minItems, maxItems, enum, const, anyOf, oneOf (when its alternatives cannot overlap: different
-// types, or a property whose const/enum values differ), allOf (merged: properties and required
-// united, bounds tightened, at most one pattern and one format), $ref to "#" or "#/..." with
-// $defs/definitions and recursion, minLength, maxLength, pattern (regex_dfa.h), format (date,
-// time, date-time, email, uuid, uri), minimum, maximum, exclusiveMinimum, exclusiveMaximum
-// (numbers or draft-4 booleans), uniqueItems: false, and the annotations title, description,
+// a schema), propertyNames (enum/const, which close the object, or minLength, maxLength,
+// pattern and format, which other keys follow), minProperties, maxProperties, items (a schema,
+// or a list as in draft 7 with additionalItems), prefixItems, minItems, maxItems, enum, const,
+// anyOf, oneOf (when its alternatives cannot overlap: different types, or a required property
+// whose const/enum values differ, found through $ref and allOf), discriminator (checked to agree
+// with those consts, then ignored), allOf (merged: properties and required united, bounds
+// tightened, patterns and formats intersected), $ref to "#" or "#/..." with $defs/definitions
+// and recursion, minLength, maxLength, pattern (regex_dfa.h), format (date, time, date-time,
+// email, uuid, uri), several patterns and a format on one string (all hold), minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum (numbers or draft-4 booleans), multipleOf (a whole number;
+// the value is then an integer), uniqueItems: false, and the annotations title, description,
 // $comment, default, examples, $schema, $id, deprecated, readOnly, writeOnly. Any other keyword
 // is refused with SchemaError naming it and where it is.
+//
+// String lengths are code points, as JSON Schema counts them; a string with a length bound
+// never holds a character past U+FFFF, so JavaScript's String.length (UTF-16 units, what zod 3
+// checks) gives the same count.
 //
 // What is written: compact JSON; declared properties in the schema's order (optional ones may be
 // skipped), then, if allowed, other keys (no escapes, never a declared name); no escapes inside

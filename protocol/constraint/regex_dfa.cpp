@@ -569,6 +569,49 @@ ByteDfa compile_pattern(std::string_view pattern, StringAlphabet alphabet) {
   return prune(determinize(nfa, start, end, alphabet_bytes(alphabet)));
 }
 
+ByteDfa intersect_dfas(const ByteDfa& a, const ByteDfa& b) {
+  // The product automaton over the pairs reachable from the two starts.
+  ByteDfa d;
+  std::map<std::pair<int, int>, int> ids;
+  std::vector<std::pair<int, int>> pairs;
+  auto intern = [&](int x, int y) {
+    auto [it, fresh] = ids.emplace(std::pair{x, y}, (int)pairs.size());
+    if (fresh) {
+      if ((int)pairs.size() >= kMaxDfaStates) fail<UsageError>("pattern is too complex");
+      pairs.push_back({x, y});
+    }
+    return it->second;
+  };
+  d.start = intern(a.start, b.start);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    auto [x, y] = pairs[i];
+    d.next.resize((i + 1) * 256, -1);
+    d.accepting.push_back(a.accepting[x] && b.accepting[y]);
+    for (int c = 0; c < 256; ++c) {
+      int tx = a.step(x, (uint8_t)c), ty = b.step(y, (uint8_t)c);
+      if (tx >= 0 && ty >= 0) {
+        int id = intern(tx, ty);
+        d.next[i * 256 + c] = id;
+      }
+    }
+  }
+  return prune(d);
+}
+
+ByteDfa drop_supplementary(const ByteDfa& a) {
+  ByteDfa d = a;
+  for (int s = 0; s < d.states(); ++s)
+    for (int c = 0xF0; c <= 0xF4; ++c) d.next[(size_t)s * 256 + c] = -1;
+  return prune(d);
+}
+
+bool dfa_matches(const ByteDfa& d, std::string_view s) {
+  int state = d.start;
+  for (char c : s)
+    if ((state = d.step(state, (uint8_t)c)) < 0) return false;
+  return d.accepting[state];
+}
+
 std::string format_pattern(std::string_view format) {
   // Dates never name a day the month lacks; 29 February is left out rather than checked for
   // leap years, so every date written is valid.

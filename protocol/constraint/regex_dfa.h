@@ -37,6 +37,18 @@ struct ByteDfa {
 // the size limits, or "pattern matches no string" when nothing in the alphabet matches.
 ByteDfa compile_pattern(std::string_view pattern, StringAlphabet alphabet);
 
+// The strings both match, pruned as compile_pattern's results are; throws UsageError "pattern
+// matches no string this engine can write" when they share none.
+ByteDfa intersect_dfas(const ByteDfa& a, const ByteDfa& b);
+
+// The strings of `a` without characters above U+FFFF (4-byte UTF-8), which count once in code
+// points but twice in UTF-16 units: a length bound then means the same in both. Throws like
+// intersect_dfas when nothing is left.
+ByteDfa drop_supplementary(const ByteDfa& a);
+
+// Whether `d` accepts all of `s`.
+bool dfa_matches(const ByteDfa& d, std::string_view s);
+
 // The regular expression (anchored) this engine uses for a JSON Schema `format`: date, time,
 // date-time, email, uuid, uri. Empty for any other name.
 std::string format_pattern(std::string_view format);

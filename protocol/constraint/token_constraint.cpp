@@ -11,7 +11,8 @@
 namespace waste {
 namespace {
 
-// Code points of `s` if it is whole, well-formed UTF-8 free of `bad` bytes; -1 otherwise.
+// Code points of `s` if it is whole, well-formed UTF-8 within the BMP, free of `bad` bytes; -1
+// otherwise.
 template <class Bad>
 int plain_code_points(const std::string& s, Bad bad) {
   int count = 0;
@@ -20,6 +21,7 @@ int plain_code_points(const std::string& s, Bad bad) {
     if (bad(b)) return -1;
     int more, code;
     if (!utf8_lead(b, more, code)) return -1;
+    if (more == 3) return -1;  // bounded strings refuse these (grammar_matcher.cpp), so no bulk
     const unsigned char lo = kUtf8ContLo[code], hi = kUtf8ContHi[code];
     if (more > 0 && i + (size_t)more >= s.size()) return -1;
     for (size_t k = 1; k <= (size_t)more; ++k) {

@@ -4,8 +4,8 @@
 // A mask walks a trie of every token's bytes once, advancing the grammar state along each path
 // and dropping a subtree at the first byte the grammar refuses. Inside a string, the tokens made
 // only of ordinary characters (most of the vocabulary) are taken in bulk from precomputed
-// bitsets by length, so the walk visits only tokens with quotes, escapes, control characters or
-// partial UTF-8.
+// bitsets by length, so the walk visits only tokens with quotes, escapes, control characters,
+// partial UTF-8 or characters past U+FFFF (which bounded strings refuse).
 #pragma once
 
 #include <cstdint>

@@ -50,9 +50,9 @@ Role parse_role(const Field& msg) {
   if (role == "system" || role == "developer") return Role::kSystem;
   if (role == "user") return Role::kUser;
   if (role == "assistant") return Role::kAssistant;
-  if (role == "tool") return Role::kTool;
-  f.refuse(fmt::format("unknown role \"{}\" (expected system, developer, user, assistant or tool)",
-                       role));
+  if (role == "tool" || role == "function") return Role::kTool;  // function: the legacy name
+  f.refuse(fmt::format(
+      "unknown role \"{}\" (expected system, developer, user, assistant, tool or function)", role));
 }
 
 // An image part's reference: the value under its type's key (or the other image key); for an
@@ -133,6 +133,11 @@ ChatMessage parse_message(const Field& msg) {
       calls->refuse("only assistant messages carry tool calls");
     for (const Field& c : items) out.tool_calls.push_back(parse_tool_call(c));
   }
+  if (std::optional<Field> call = msg.get("function_call")) {  // legacy: one call, no id
+    if (out.role != Role::kAssistant) call->refuse("only assistant messages carry function calls");
+    if (!out.tool_calls.empty()) call->refuse("give tool_calls or function_call, not both");
+    out.tool_calls.push_back(parse_tool_call(*call));
+  }
   // The encoder's `reasoning_content or reasoning`.
   std::optional<std::string> reasoning = get_string(msg, "reasoning_content");
   std::optional<std::string> alias = get_string(msg, "reasoning");
@@ -141,6 +146,8 @@ ChatMessage parse_message(const Field& msg) {
   std::optional<std::string> id = get_string(msg, "id");
   if (!out.tool_call_id && out.role == Role::kTool) out.tool_call_id = id;
   out.tool = get_string(msg, "tool");
+  if (!out.tool && out.role == Role::kTool && msg.required("role").string() == "function")
+    out.tool = out.name;  // a legacy function result names its function
   if (std::optional<Field> tools = msg.get("tools"); tools && out.role == Role::kSystem)
     out.tools = parse_tools(*tools);
   return out;
@@ -155,8 +162,14 @@ std::vector<ChatMessage> parse_messages(const Field& root) {
   return out;
 }
 
+bool boolean_or(const Field& root, std::string_view key, bool def) {
+  std::optional<Field> f = root.get(key);
+  return f ? f->boolean() : def;
+}
+
 ToolChoice parse_tool_choice(const Field& root) {
   ToolChoice out;
+  out.parallel = boolean_or(root, "parallel_tool_calls", true);
   std::optional<Field> f = root.get("tool_choice");
   if (!f) return out;
   if (f->is_string()) {
@@ -262,17 +275,55 @@ void parse_thinking(const Field& root, Conversation& out) {
   const std::string given = effort->string();
   std::string v = given;
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  // OpenAI's scale onto the efforts K3's encoder accepts (low, high, max): "minimal" is as low
+  // as K3 goes, and "medium" (OpenAI's default, which K3's prompt mentions but its encoder
+  // rejects) rounds up to high.
+  static const std::pair<std::string_view, std::string_view> kEfforts[] = {
+      {"minimal", "low"}, {"low", "low"}, {"medium", "high"}, {"high", "high"}, {"max", "max"}};
   if (v == "none") {
     out.thinking = false;  // an explicit "no reasoning" wins over a thinking switch
-  } else if (v == "low" || v == "high" || v == "max") {
-    out.thinking_effort = v;
-  } else if (v == "medium") {
-    effort->refuse(
-        "\"medium\" is not supported: K3's prompt mentions it but its encoder rejects it; use "
-        "low, high or max (or none to turn thinking off)");
-  } else {
-    effort->refuse(fmt::format("unknown effort \"{}\" (expected none, low, high or max)", given));
+    return;
   }
+  for (const auto& [name, k3] : kEfforts)
+    if (v == name) {
+      out.thinking_effort = std::string(k3);
+      return;
+    }
+  effort->refuse(fmt::format(
+      "unknown effort \"{}\" (expected none, minimal, low, medium, high or max)", given));
+}
+
+// Legacy `functions`: flat function declarations, rendered as OpenAI's tool wrapper would
+// hold them; `function_call` chooses among them as tool_choice does, one call at most.
+void parse_legacy_functions(const Field& root, Conversation& out) {
+  std::optional<Field> functions = root.get("functions");
+  std::optional<Field> choice = root.get("function_call");
+  if (!functions && !choice) return;
+  if (root.get("tools") && functions) functions->refuse("give tools or functions, not both");
+  if (root.get("tool_choice") && choice)
+    choice->refuse("give tool_choice or function_call, not both");
+  if (functions)
+    for (const Field& f : functions->items()) {
+      Tool t = parse_tool(f);
+      t.declaration = "{\"type\":\"function\",\"function\":" + f.compact_json() + "}";
+      out.tools.push_back(std::move(t));
+    }
+  out.tool_choice.parallel = false;
+  if (!choice) return;
+  if (choice->is_string()) {
+    const std::string s = choice->string();
+    if (s == "none")
+      out.tool_choice.kind = ToolChoice::Kind::kNone;
+    else if (s == "auto")
+      out.tool_choice.kind = ToolChoice::Kind::kAuto;
+    else
+      choice->refuse(
+          fmt::format("unknown value \"{}\" (expected none, auto or {{\"name\": ...}})", s));
+    return;
+  }
+  choice->expect_object();
+  out.tool_choice.kind = ToolChoice::Kind::kNamed;
+  out.tool_choice.name = choice->required("name").string();
 }
 
 Conversation parse_conversation(const Field& root) {
@@ -280,6 +331,7 @@ Conversation parse_conversation(const Field& root) {
   out.messages = parse_messages(root);
   if (std::optional<Field> tools = root.get("tools")) out.tools = parse_tools(*tools);
   out.tool_choice = parse_tool_choice(root);
+  parse_legacy_functions(root, out);
   out.response_format = parse_response_format(root);
   parse_thinking(root, out);
   return out;
@@ -296,11 +348,6 @@ std::optional<int64_t> integer(const Field& root, std::string_view key, int64_t 
   std::optional<Field> f = root.get(key);
   if (!f) return std::nullopt;
   return f->integer(lo, hi);
-}
-
-bool boolean_or(const Field& root, std::string_view key, bool def) {
-  std::optional<Field> f = root.get(key);
-  return f ? f->boolean() : def;
 }
 
 std::vector<std::string> parse_stops(const Field& root) {
@@ -370,7 +417,6 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   g.stream = boolean_or(root, "stream", false);
   if (std::optional<Field> so = root.get("stream_options"))
     g.include_usage = boolean_or(*so, "include_usage", false);
-  g.parallel_tool_calls = boolean_or(root, "parallel_tool_calls", true);
   if (boolean_or(root, "logprobs", false))
     throw ApiError(400, "logprobs: log probabilities are not supported", "logprobs");
   return g;
@@ -384,6 +430,7 @@ ChatCompletionRequest parse_chat_completion(std::string_view body, const Request
   ChatCompletionRequest out;
   out.conversation = parse_conversation(root);
   out.params = parse_params(root, limits);
+  out.legacy_functions = root.has("functions") || root.has("function_call");
   return out;
 }
 

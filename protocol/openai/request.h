@@ -23,13 +23,20 @@ struct RequestLimits {
 struct ChatCompletionRequest {
   Conversation conversation;
   GenerationParams params;
+  // The request declared the legacy `functions` (and `function_call`) instead of tools: they
+  // are read as tools (one call at most), and the reply answers with `function_call`.
+  bool legacy_functions = false;
 };
 
 // Thinking is read from `chat_template_kwargs.thinking` / `.enable_thinking`, then `thinking` (a
 // bool, or an object whose `type` is "enabled" / "disabled"), then `enable_thinking`. The effort
 // from `chat_template_kwargs.thinking_effort`, `reasoning_effort`, `thinking_effort`,
-// `reasoning.effort`, then `thinking.effort`: "none" turns thinking off; "medium" is refused
-// because K3's encoder rejects it although its prompt advertises it.
+// `reasoning.effort`, then `thinking.effort`: "none" turns thinking off; "minimal" and "low" become
+// K3's low, "medium" and "high" its high, "max" its max.
+//
+// Legacy function calling maps onto tools: `functions` onto `tools`, `function_call` ("none",
+// "auto" or {"name"}) onto `tool_choice`, an assistant's `function_call` onto its one tool call,
+// and `role: "function"` messages onto tool results naming the function.
 ChatCompletionRequest parse_chat_completion(std::string_view body, const RequestLimits& limits);
 
 // /v1/completions: the prompt is text (a string or a list of one string) or token ids.

@@ -45,7 +45,12 @@ std::string chat_completion_json(const ResponseHeader& h, const ChatMessageOut& 
   else
     w.key("content").value(m.content);
   if (!m.reasoning.empty()) w.key("reasoning_content").value(m.reasoning);
-  if (!m.tool_calls.empty()) tool_calls(w, m.tool_calls);
+  if (!m.tool_calls.empty() && m.legacy_function_call) {
+    w.key("function_call").begin_object().key("name").value(m.tool_calls[0].name);
+    w.key("arguments").value(m.tool_calls[0].arguments).end_object();
+  } else if (!m.tool_calls.empty()) {
+    tool_calls(w, m.tool_calls);
+  }
   w.end_object();
   w.key("logprobs").null().key("finish_reason").value(finish_reason);
   w.end_object().end_array();
@@ -62,7 +67,11 @@ std::string chat_chunk_json(const ResponseHeader& h, const ChatDelta& d) {
   if (d.role) w.key("role").value("assistant").key("content").value("");
   if (d.content) w.key("content").value(*d.content);
   if (d.reasoning) w.key("reasoning_content").value(*d.reasoning);
-  if (d.tool) {
+  if (d.tool && d.legacy_function_call) {
+    w.key("function_call").begin_object();
+    if (d.tool->name) w.key("name").value(*d.tool->name);
+    w.key("arguments").value(d.tool->arguments).end_object();
+  } else if (d.tool) {
     w.key("tool_calls").begin_array().begin_object().key("index").value(d.tool->index);
     if (d.tool->id) w.key("id").value(*d.tool->id).key("type").value("function");
     w.key("function").begin_object();

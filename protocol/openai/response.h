@@ -25,6 +25,8 @@ struct ChatMessageOut {
   std::string content;
   std::string reasoning;  // reasoning_content; omitted when empty
   std::vector<ToolCallOut> tool_calls;
+  // The request used the legacy `functions`: the (single) call is written as `function_call`.
+  bool legacy_function_call = false;
 };
 
 struct ResponseHeader {
@@ -49,6 +51,7 @@ struct ChatDelta {
     std::string arguments;
   };
   std::optional<Tool> tool;
+  bool legacy_function_call = false;  // `tool` is written as the legacy `function_call` delta
   std::optional<std::string> finish_reason;
 };
 std::string chat_chunk_json(const ResponseHeader& h, const ChatDelta& d);

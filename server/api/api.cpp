@@ -222,7 +222,8 @@ void Api::chat(const std::string& body, const Writer& w) {
   job.id = random_id("chatcmpl-");
   ResponseHeader header{job.id, unix_now(), m.id, ""};
   job.sink = std::make_unique<OpenAiSink>(
-      w, header, OpenAiSinkOptions{true, req.params.stream, req.params.include_usage});
+      w, header,
+      OpenAiSinkOptions{true, req.params.stream, req.params.include_usage, req.legacy_functions});
   submit(std::move(job));
 }
 

@@ -25,16 +25,25 @@ ImageRequestLimits image_limits(const ServeOptions& o) {
 }
 
 // The reply's length: what the request asks (or the server's default), within the context.
-int64_t reply_budget(const ServeOptions& o, size_t prompt, const GenerationParams& p) {
-  const int64_t ctx = o.engine.ctx;
-  int64_t room = ctx - (int64_t)prompt;
-  if (room < 1 || (p.max_tokens && *p.max_tokens > room))
-    throw ApiError(
-        400,
-        fmt::format("this model's context holds {} tokens; the prompt has {} and {} more "
-                    "were asked for",
-                    ctx, prompt, p.max_tokens.value_or(1)),
-        "messages", "context_length_exceeded");
+// Refusals use OpenAI's sentences: clients (opencode among them) match on them to compact and
+// retry. `what` is where the prompt came from: "messages" or "prompt".
+int64_t reply_budget(const ServeOptions& o, int64_t ctx, size_t prompt, const GenerationParams& p,
+                     const char* what) {
+  const int64_t n = (int64_t)prompt;
+  const int64_t room = ctx - n;
+  if (room < 1)
+    throw ApiError(400,
+                   fmt::format("This model's maximum context length is {} tokens. However, your "
+                               "{} resulted in {} tokens. Please reduce the length of the {}.",
+                               ctx, what, n, what),
+                   what, "context_length_exceeded");
+  if (p.max_tokens && *p.max_tokens > room)
+    throw ApiError(400,
+                   fmt::format("This model's maximum context length is {} tokens. However, you "
+                               "requested {} tokens ({} in the {}, {} in the completion). Please "
+                               "reduce the length of the {} or completion.",
+                               ctx, n + *p.max_tokens, n, what, *p.max_tokens, what),
+                   what, "context_length_exceeded");
   return std::min(p.max_tokens.value_or(o.default_max_tokens), room);
 }
 
@@ -57,7 +66,7 @@ RenderedPrompt render(const ServingModel& m, const ServeOptions& o, const Conver
     if (!images) return m.format.render(c);
     RenderedPrompt p = m.format.render(c, images->media_prompts());
     images->place(p.ids, p.boundary, (int32_t)m.vision->config().placeholder_id);
-    check_image_room(images->images(), o.engine.ctx);
+    check_image_room(images->images(), m.host.ctx());
     return p;
   } catch (const UsageError& e) {
     throw ApiError(400, e.what(), "messages");
@@ -109,7 +118,7 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
   in.sampler = p.sampler;
   // One seed for the sampler and the call ids the parser draws, reported alike.
   if (!in.sampler.seed) in.sampler.seed = random_seed();
-  in.max_new = reply_budget(opt, in.prompt.size(), p);
+  in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "messages");
   job.parser = m.format.parser(rp.thinking, *in.sampler.seed);
   return job;
 }
@@ -123,7 +132,7 @@ Job completion_job(const ServingModel& m, const ServeOptions& opt, std::vector<i
   in.end_ids = m.format.end_ids();
   in.stop = p.stop;
   in.sampler = p.sampler;
-  in.max_new = reply_budget(opt, in.prompt.size(), p);
+  in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "prompt");
   // A completion shows what the model wrote, special tokens included, up to an end token.
   job.parser = std::make_unique<TextReplyParser>(m.format.tokenizer(), in.end_ids, true);
   return job;

@@ -9,9 +9,10 @@ namespace {
 constexpr const char* kJson = "application/json";
 }
 
-std::string openai_finish_reason(Finish f, bool has_tool_calls) {
+std::string openai_finish_reason(Finish f, bool has_tool_calls, bool legacy) {
   if (f == Finish::kLength) return "length";
-  return has_tool_calls ? "tool_calls" : "stop";
+  if (!has_tool_calls) return "stop";
+  return legacy ? "function_call" : "tool_calls";
 }
 
 OpenAiSink::OpenAiSink(std::shared_ptr<http::ResponseWriter> out, ResponseHeader header,
@@ -19,7 +20,9 @@ OpenAiSink::OpenAiSink(std::shared_ptr<http::ResponseWriter> out, ResponseHeader
     : out_(std::move(out)),
       header_(std::move(header)),
       opt_(options),
-      last_write_(SteadyClock::now()) {}
+      last_write_(SteadyClock::now()) {
+  message_.legacy_function_call = opt_.legacy_functions;
+}
 
 void OpenAiSink::begin() {
   if (!opt_.stream) return;
@@ -38,8 +41,9 @@ void OpenAiSink::prefill_progress(size_t, size_t) {
   out_->comment("prefill in progress");
 }
 
-void OpenAiSink::write_chunk(const ChatDelta& d) {
+void OpenAiSink::write_chunk(ChatDelta d) {
   last_write_ = SteadyClock::now();
+  d.legacy_function_call = opt_.legacy_functions;
   out_->event(chat_chunk_json(header_, d));
 }
 
@@ -95,7 +99,8 @@ void OpenAiSink::on_event(const ReplyEvent& e) {
 }
 
 void OpenAiSink::end(const DecodeResult& r) {
-  const std::string reason = openai_finish_reason(r.finish, !message_.tool_calls.empty());
+  const std::string reason =
+      openai_finish_reason(r.finish, !message_.tool_calls.empty(), opt_.legacy_functions);
   Usage u;
   u.prompt_tokens = r.prompt_tokens;
   u.completion_tokens = (int64_t)r.tokens.size();

@@ -17,6 +17,7 @@ struct OpenAiSinkOptions {
   bool chat = true;  // chat.completion, else text_completion
   bool stream = false;
   bool include_usage = false;
+  bool legacy_functions = false;  // the request used `functions`: answer with `function_call`
   std::chrono::milliseconds keepalive{5000};  // SSE comment interval while nothing is written
 };
 
@@ -33,7 +34,7 @@ class OpenAiSink final : public JobSink {
   void fail(int status, const std::string& message, const std::string& code) override;
 
  private:
-  void write_chunk(const ChatDelta& d);
+  void write_chunk(ChatDelta d);
   void on_text(const std::string& text);
 
   std::shared_ptr<http::ResponseWriter> out_;
@@ -46,7 +47,8 @@ class OpenAiSink final : public JobSink {
 };
 
 // OpenAI's finish_reason for a finished reply: "stop" (or "tool_calls" when the reply called
-// tools) for an end token or a stop string, "length" when the budget or the context ran out.
-std::string openai_finish_reason(Finish f, bool has_tool_calls);
+// tools, "function_call" when a `legacy` functions request did) for an end token or a stop
+// string, "length" when the budget or the context ran out.
+std::string openai_finish_reason(Finish f, bool has_tool_calls, bool legacy = false);
 
 }  // namespace waste

@@ -19,7 +19,7 @@ const Tokenizer& required_tokenizer(const ModelHost& h) {
 WorkerOptions worker_options(const ServeOptions& o, const ModelHost& h) {
   WorkerOptions wo;
   wo.queue_limit = o.queue;
-  wo.ctx = o.engine.ctx;
+  wo.ctx = h.ctx();
   wo.snapshot_bytes = o.snapshot_bytes;
   // As the engine names its files: the container's folder as given, then the file.
   wo.private_prefix = (std::filesystem::path(h.path()) / "").string();

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/experts/ram_budget.h"
 #include "engine/format/container.h"
 #include "engine/model/model_info.h"
 #include "protocol/json/json_writer.h"
@@ -100,10 +101,11 @@ std::string one_model(const Args& a) {
 
 int cmd_info(int argc, char** argv) {
   Args a(argc, argv, 2, {"--ctx"}, {"--json"});
-  const int64_t ctx = engine_options(a).ctx;
+  const EngineOptions eo = engine_options(a);
   OpenOptions opt;
   opt.load_trunk = false;
   auto c = Container::open(one_model(a), opt);
+  const int64_t ctx = choose_context(c->manifest(), eo.ctx, eo.budget, usable_memory().bytes);
   ModelSummary s = summarize(*c, ctx);
   if (a.has("--json"))
     fmt::print("{}\n", info_json(*c, s));

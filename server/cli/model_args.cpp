@@ -1,5 +1,6 @@
 #include "server/cli/model_args.h"
 
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 
@@ -107,8 +108,15 @@ std::string decode_text(const ModelHost& m, const std::vector<int32_t>& ids) {
 
 std::unique_ptr<Tokenizer> open_tokenizer(const Args& a, size_t model_index) {
   if (auto t = a.get("--tokenizer")) {
+    // Without --specials, the special tokens come from beside the tokenizer, as a release or a
+    // container keeps them; without them K3's markup would not tokenize as markup.
+    std::optional<std::string> sp = a.get("--specials");
+    for (const char* name : {"tokenizer_config.json", "specials.json"}) {
+      const std::filesystem::path beside = std::filesystem::path(*t).parent_path() / name;
+      if (!sp && std::filesystem::exists(beside)) sp = beside.string();
+    }
     std::vector<SpecialToken> specials;
-    if (auto sp = a.get("--specials")) specials = read_specials_file(*sp);
+    if (sp) specials = read_specials_file(*sp);
     return std::make_unique<Tokenizer>(*t, specials);
   }
   if (a.positional().size() <= model_index)

@@ -42,7 +42,8 @@ std::vector<int32_t> prompt_ids(const ModelHost& m, const Args& a);
 std::string decode_text(const ModelHost& m, const std::vector<int32_t>& ids);
 
 // From MODEL (the positional at `model_index`: its tokenizer.model and specials.json) or
-// --tokenizer FILE (+ --specials FILE: a tokenizer_config.json or a specials.json).
+// --tokenizer FILE (+ --specials FILE: a tokenizer_config.json or a specials.json; without it,
+// the tokenizer_config.json or specials.json beside FILE, when there is one).
 std::unique_ptr<Tokenizer> open_tokenizer(const Args& a, size_t model_index);
 
 }  // namespace waste::cli

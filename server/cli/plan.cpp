@@ -17,8 +17,9 @@ int cmd_plan(int argc, char** argv) {
   opt.load_trunk = false;
   auto c = Container::open(a.positional()[0], opt);
   const EngineOptions eo = engine_options(a);
-  MemoryPlan p = plan_memory(c->manifest(), eo.ctx);
   UsableMemory usable = usable_memory();
+  MemoryPlan p =
+      plan_memory(c->manifest(), choose_context(c->manifest(), eo.ctx, eo.budget, usable.bytes));
   Budget b = plan_budget(p, eo.budget, usable.bytes);
   uint64_t slots = p.record_bytes ? b.cache_bytes / p.record_bytes : 0;
   if (a.has("--json")) {

@@ -55,8 +55,10 @@ ModelHost::ModelHost(const std::string& path, const EngineOptions& options)
   {
     // The manifest alone: a budget that cannot hold the model is refused before weights load.
     auto probe = Container::open(path_, oo);
+    const uint64_t usable = usable_memory().bytes;
+    opt_.ctx = choose_context(probe->manifest(), opt_.ctx, opt_.budget, usable);
     plan_ = plan_memory(probe->manifest(), opt_.ctx);
-    budget_ = plan_budget(plan_, opt_.budget, usable_memory().bytes);
+    budget_ = plan_budget(plan_, opt_.budget, usable);
   }
   oo.load_trunk = true;
   container_ = Container::open(path_, oo);
