@@ -330,6 +330,19 @@ TEST(CompletionRequestParse, PromptAsTextOrIds) {
       EXPECT_EQ(e.param, "prompt") << body << ": " << e.what();
     }
   }
+  // What is not served yet is refused by name rather than ignored; "none asked" passes.
+  EXPECT_NO_THROW(parse_completion(R"({"prompt":"x","echo":false,"logprobs":0})", {100, 0}));
+  EXPECT_NO_THROW(parse_completion(R"({"prompt":"x","logprobs":null})", {100, 0}));
+  for (auto [body, param] : {std::pair{R"({"prompt":"x","echo":true})", "echo"},
+                             std::pair{R"({"prompt":"x","logprobs":3})", "logprobs"}}) {
+    try {
+      parse_completion(body, {100, 0});
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, param) << body << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // ---- error bodies ----------------------------------------------------------------------------

@@ -31,15 +31,8 @@ class ReliabilityTest : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
   static std::string kl() { return (dir_->path() / "kl.waste").string(); }
 
-  // A reply that runs long: the end token is banned, so the random model cannot stop early.
   static std::string long_request(int max_tokens, bool stream) {
-    std::string specials = test::read_file(dir_->path() / "kl.waste" / "specials.json");
-    size_t at = specials.find("<|im_end|>");
-    size_t id_at = specials.rfind("\"id\": ", at) + 6;
-    std::string id = specials.substr(id_at, specials.find(',', id_at) - id_at);
-    return R"({"messages":[{"role":"user","content":"go"}],"temperature":1,"seed":3,"max_tokens":)" +
-           std::to_string(max_tokens) + R"(,"logit_bias":{")" + id + R"(":-100},"stream":)" +
-           (stream ? "true" : "false") + "}";
+    return test::long_request(dir_->path() / "kl.waste", max_tokens, stream);
   }
 
   static std::string metric(int port, const std::string& name) {

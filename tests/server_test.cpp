@@ -28,15 +28,8 @@ class ServerTest : public ::testing::Test {
     write_synthetic(dir_->path() / "k3.waste", {Arch::kK3, "tiny", 5});
   }
   static void TearDownTestSuite() { delete dir_; }
-  // A request that runs long: <|im_end|> is banned, so the random model cannot stop early.
   static std::string long_request(int max_tokens, bool stream) {
-    std::string specials = test::read_file(dir_->path() / "kl.waste" / "specials.json");
-    size_t at = specials.find("<|im_end|>");
-    size_t id_at = specials.rfind("\"id\": ", at) + 6;
-    std::string id = specials.substr(id_at, specials.find(',', id_at) - id_at);
-    return R"({"messages":[{"role":"user","content":"go"}],"temperature":1,"seed":3,"max_tokens":)" +
-           std::to_string(max_tokens) + R"(,"logit_bias":{")" + id + R"(":-100},"stream":)" +
-           (stream ? "true" : "false") + "}";
+    return test::long_request(dir_->path() / "kl.waste", max_tokens, stream);
   }
   static std::string kl() { return (dir_->path() / "kl.waste").string(); }
   static std::string k3() { return (dir_->path() / "k3.waste").string(); }
@@ -165,6 +158,8 @@ TEST_F(ServerTest, ErrorsHaveOpenAIShapeAndStatus) {
   for (size_t i = 0; i < long_prompt.size(); i += 2) long_prompt[i] = ' ';
   const Case cases[] = {
       {"{not json", 400, "not valid JSON"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"maximum":1e400}}}]})",
+       400, "outside what this server reads"},
       {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400,
        "\"param\":\"temperature\""},
       {R"({"messages":[{"role":"wizard","content":"hi"}]})", 400, "messages[0].role"},

@@ -58,6 +58,16 @@ std::string read_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
+std::string long_request(const std::filesystem::path& container, int max_tokens, bool stream) {
+  std::string specials = read_file(container / "specials.json");
+  size_t at = specials.find("<|im_end|>");
+  size_t id_at = specials.rfind("\"id\": ", at) + 6;
+  std::string id = specials.substr(id_at, specials.find(',', id_at) - id_at);
+  return R"({"messages":[{"role":"user","content":"go"}],"temperature":1,"seed":3,"max_tokens":)" +
+         std::to_string(max_tokens) + R"(,"logit_bias":{")" + id + R"(":-100},"stream":)" +
+         (stream ? "true" : "false") + "}";
+}
+
 void write_file(const std::filesystem::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), (std::streamsize)bytes.size());

@@ -57,6 +57,10 @@ class SmallFilesystem {
 };
 
 std::string read_file(const std::filesystem::path& p);
+
+// A chat request on a Kimi-Linear `container` that runs `max_tokens` long: <|im_end|> is banned,
+// so random weights cannot stop early.
+std::string long_request(const std::filesystem::path& container, int max_tokens, bool stream);
 void write_file(const std::filesystem::path& p, const std::string& bytes);
 
 // Polls `pred` every few milliseconds until it holds or `timeout` passes; whether it held.

@@ -113,7 +113,13 @@ std::string Field::compact_json() const {
 }
 
 Body::Body(std::string_view text) {
-  if (auto err = parser_.parse(text.data(), text.size()).get(root_))
+  auto err = parser_.parse(text.data(), text.size()).get(root_);
+  // simdjson gives the same error for a malformed number and for a valid one it cannot hold.
+  if (err == simdjson::NUMBER_ERROR)
+    throw ApiError(400,
+                   "request body: a number is malformed or outside what this server reads "
+                   "(integers must fit in 64 bits, other numbers in a double)");
+  if (err)
     throw ApiError(400,
                    fmt::format("request body: not valid JSON ({})", simdjson::error_message(err)));
   if (!root_.is_object()) throw ApiError(400, "request body: must be a JSON object");

@@ -417,8 +417,12 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   g.stream = boolean_or(root, "stream", false);
   if (std::optional<Field> so = root.get("stream_options"))
     g.include_usage = boolean_or(*so, "include_usage", false);
-  if (boolean_or(root, "logprobs", false))
-    throw ApiError(400, "logprobs: log probabilities are not supported", "logprobs");
+  // Chat sends a boolean, /v1/completions an integer count; only "none asked" is served yet.
+  if (std::optional<Field> lp = root.get("logprobs")) {
+    const simdjson::dom::element& e = lp->element();
+    const bool none = e.is_null() || (e.is_bool() && !bool(e)) || (e.is_int64() && int64_t(e) == 0);
+    if (!none) throw ApiError(400, "logprobs: log probabilities are not supported yet", "logprobs");
+  }
   return g;
 }
 
@@ -439,6 +443,8 @@ CompletionRequest parse_completion(std::string_view body, const RequestLimits& l
   Field root = doc.root();
   CompletionRequest out;
   out.params = parse_params(root, limits);
+  if (std::optional<Field> echo = root.get("echo"); echo && echo->boolean())
+    echo->refuse("echoing the prompt is not supported yet");
   Field prompt = root.required("prompt");
   if (prompt.is_string()) {
     out.text = prompt.string();
