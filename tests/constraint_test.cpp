@@ -236,6 +236,11 @@ TEST(Constraint, NewKeywordsRefuseWhatTheyCannotKeep) {
   has(R"({"type":"integer","multipleOf":0})", "greater than 0");
   has(R"({"type":"integer","multipleOf":10,"minimum":1,"maximum":9})", "no JSON value");
   has(R"({"type":"string","format":"date","pattern":"^x"})", "matches no string");
+  // Found by schema_fuzz: a negative count was converted to unsigned (undefined behaviour).
+  for (const char* word : {"minLength", "maxLength", "minItems", "maxItems", "minProperties"})
+    for (const char* bad : {"-2", "1.5", "\"3\""})
+      has(fmt::format(R"({{"{}":{}}})", word, bad),
+          fmt::format("#/{}: must be a non-negative integer", word));
 }
 
 // JSON Schema counts code points, JavaScript's String.length UTF-16 units: a bounded string

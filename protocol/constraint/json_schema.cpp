@@ -189,6 +189,7 @@ class Compiler {
   bool expand(Conj& conj);
   void check_keywords(const Part& p);
   std::optional<element> get(const Part& p, std::string_view key) const;
+  std::optional<uint32_t> count(const Part& p, const char* word) const;
   int combinator(Conj& conj, uint8_t types, bool raw, int depth);
   void check_one_of(const Conj& conj, size_t i, array alts);
   std::map<std::string, std::set<std::string>> pinned(Conj alt);
@@ -232,6 +233,17 @@ std::optional<element> Compiler::get(const Part& p, std::string_view key) const 
   element v;
   if (p.e.is_object() && p.e.get_object().value().at_key(key).get(v) == simdjson::SUCCESS) return v;
   return std::nullopt;
+}
+
+// A count keyword (minLength, maxItems, ...): a non-negative whole number, capped at 4e9 (more
+// than any output can reach).
+std::optional<uint32_t> Compiler::count(const Part& p, const char* word) const {
+  auto v = get(p, word);
+  if (!v) return std::nullopt;
+  const double d = v->is_number() ? double(*v) : -1;
+  if (!(d >= 0) || std::floor(d) != d)
+    refuse(p.path + "/" + word, "must be a non-negative integer");
+  return (uint32_t)std::min(d, 4e9);
 }
 
 void Compiler::check_keywords(const Part& p) {
@@ -566,10 +578,8 @@ int Compiler::enum_literal(const Conj& conj, uint8_t types, bool raw) {
   std::optional<double> lo, hi;
   for (const Part& p : conj) {
     if (p.e.is_bool()) continue;
-    if (auto v = get(p, "minLength"); v && v->is_number())
-      min_len = std::max(min_len, (uint64_t) double(*v));
-    if (auto v = get(p, "maxLength"); v && v->is_number())
-      max_len = std::min(max_len, (uint64_t) double(*v));
+    if (auto v = count(p, "minLength")) min_len = std::max<uint64_t>(min_len, *v);
+    if (auto v = count(p, "maxLength")) max_len = std::min<uint64_t>(max_len, *v);
     if (auto v = get(p, "minimum"); v && v->is_number())
       lo = std::max(lo.value_or(-INFINITY), double(*v));
     if (auto v = get(p, "maximum"); v && v->is_number())
@@ -789,17 +799,8 @@ int Compiler::property_names(const Conj& conj, Props& props) {
 void Compiler::property_counts(const Conj& conj, GrammarNode& n) {
   for (const Part& p : conj) {
     if (p.e.is_bool()) continue;
-    for (const char* word : {"minProperties", "maxProperties"}) {
-      auto v = get(p, word);
-      if (!v) continue;
-      if (!v->is_number() || double(*v) < 0 || std::floor(double(*v)) != double(*v))
-        refuse(p.path + "/" + word, "must be a non-negative integer");
-      const uint32_t k = (uint32_t)std::min(double(*v), 4e9);
-      if (word[1] == 'i')
-        n.min_props = std::max(n.min_props, k);
-      else
-        n.max_props = std::min(n.max_props, k);
-    }
+    if (auto v = count(p, "minProperties")) n.min_props = std::max(n.min_props, *v);
+    if (auto v = count(p, "maxProperties")) n.max_props = std::min(n.max_props, *v);
   }
   size_t required = 0;
   for (const auto& prop : n.props) required += prop.required;
@@ -845,10 +846,8 @@ int Compiler::array_node(const Conj& conj, int depth) {
         add_items(*v, p.path + "/items");
     }
     if (auto v = get(p, "additionalItems")) add_items(*v, p.path + "/additionalItems");
-    if (auto v = get(p, "minItems"); v && v->is_number())
-      n.min_items = std::max(n.min_items, (uint32_t)std::min(double(*v), 1e9));
-    if (auto v = get(p, "maxItems"); v && v->is_number())
-      n.max_items = std::min(n.max_items, (uint32_t)std::min(double(*v), 4e9));
+    if (auto v = count(p, "minItems")) n.min_items = std::max(n.min_items, *v);
+    if (auto v = count(p, "maxItems")) n.max_items = std::min(n.max_items, *v);
   }
   if (prefix) {
     size_t k = 0;
@@ -878,10 +877,8 @@ int Compiler::string_node(const Conj& conj, bool raw) {
   std::vector<std::pair<std::string, std::string>> rules;
   for (const Part& p : conj) {
     if (p.e.is_bool()) continue;
-    if (auto v = get(p, "minLength"); v && v->is_number())
-      n.min_len = std::max(n.min_len, (uint32_t)std::min(double(*v), 4e9));
-    if (auto v = get(p, "maxLength"); v && v->is_number())
-      n.max_len = std::min(n.max_len, (uint32_t)std::min(double(*v), 4e9));
+    if (auto v = count(p, "minLength")) n.min_len = std::max(n.min_len, *v);
+    if (auto v = count(p, "maxLength")) n.max_len = std::min(n.max_len, *v);
     for (const char* word : {"pattern", "format"}) {
       auto v = get(p, word);
       if (!v) continue;
