@@ -241,7 +241,7 @@ TEST_F(StructuredOutputTest, RequiredToolChoiceGivesCallsAndNoText) {
   std::vector<std::pair<std::string, std::string>> args;
   int calls = 0, replies = 0;
   for (const char* thinking : {"disabled", "enabled"}) {
-    for (int seed = 0; seed < 20; ++seed) {
+    for (int seed = 0; seed < (thinking[0] == 'd' ? 20 : 5); ++seed) {
       std::string body =
           R"({"messages":[{"role":"user","content":"weather?"}],"max_tokens":300,"temperature":1,"seed":)" +
           std::to_string(seed) + R"(,"thinking":{"type":")" + thinking + R"("},"logit_bias":)" +
@@ -255,7 +255,8 @@ TEST_F(StructuredOutputTest, RequiredToolChoiceGivesCallsAndNoText) {
       if (thinking[0] == 'e' && reason == "length") continue;  // random weights may think on
       ++replies;
       ASSERT_EQ(reason, "tool_calls") << r.body;
-      for (auto call : c["message"]["tool_calls"].get_array().value()) {
+      simdjson::dom::array list = c["message"]["tool_calls"].get_array().value();
+      for (auto call : list) {
         std::string name(call["function"]["name"].get_string().value());
         ASSERT_TRUE(name == "weather" || name == "noop") << r.body;
         args.push_back(
