@@ -468,19 +468,52 @@ class NfaBuilder {
   Nfa& n_;
 };
 
-void closure(const Nfa& n, std::vector<int>& set) {
-  std::vector<uint8_t> seen(n.states.size());
-  std::vector<int> stack(set);
-  set.clear();
-  while (!stack.empty()) {
-    int s = stack.back();
-    stack.pop_back();
-    if (seen[s]) continue;
-    seen[s] = 1;
-    set.push_back(s);
-    for (int t : n.states[s].eps) stack.push_back(t);
+// Epsilon closures, sorted; the visited marks are reused across calls (a generation counter),
+// so a closure costs what it visits, not the size of the NFA.
+class Closure {
+ public:
+  explicit Closure(const Nfa& n) : n_(n), mark_(n.states.size(), 0) {}
+  void operator()(std::vector<int>& set) {
+    ++gen_;
+    stack_.assign(set.begin(), set.end());
+    set.clear();
+    while (!stack_.empty()) {
+      int s = stack_.back();
+      stack_.pop_back();
+      if (mark_[s] == gen_) continue;
+      mark_[s] = gen_;
+      set.push_back(s);
+      for (int t : n_.states[s].eps) stack_.push_back(t);
+    }
+    std::sort(set.begin(), set.end());
   }
-  std::sort(set.begin(), set.end());
+
+ private:
+  const Nfa& n_;
+  std::vector<uint32_t> mark_;
+  std::vector<int> stack_;
+  uint32_t gen_ = 0;
+};
+
+// Bytes that no NFA edge tells apart get one class (-1: outside the alphabet), so the subset
+// construction computes one transition per class instead of one per byte.
+std::vector<int> byte_classes(const Nfa& n, const ByteSet& alphabet, int* classes) {
+  std::vector<int> cls(256);
+  for (int b = 0; b < 256; ++b) cls[b] = alphabet.test(b) ? 0 : -1;
+  *classes = 1;
+  std::vector<ByteSet> seen;
+  for (const Nfa::State& st : n.states) {
+    if (st.to < 0 || std::find(seen.begin(), seen.end(), st.on) != seen.end()) continue;
+    seen.push_back(st.on);
+    std::map<std::pair<int, bool>, int> split;
+    for (int b = 0; b < 256; ++b) {
+      if (cls[b] < 0) continue;
+      auto [it, fresh] = split.emplace(std::pair{cls[b], st.on.test(b)}, (int)split.size());
+      cls[b] = it->second;
+    }
+    *classes = (int)split.size();
+  }
+  return cls;
 }
 
 ByteSet alphabet_bytes(StringAlphabet a) {
@@ -506,22 +539,28 @@ ByteDfa determinize(const Nfa& n, int start, int final_state, const ByteSet& alp
     }
     return it->second;
   };
+  Closure closure(n);
+  int classes = 0;
+  const std::vector<int> cls = byte_classes(n, alphabet, &classes);
+  std::vector<int> first_byte(classes, -1);  // a representative of each class
+  for (int b = 255; b >= 0; --b)
+    if (cls[b] >= 0) first_byte[cls[b]] = b;
   std::vector<int> first{start};
-  closure(n, first);
+  closure(first);
   d.start = intern(first);
+  std::vector<int> to_class(classes);
   for (size_t i = 0; i < sets.size(); ++i) {
     d.next.resize((i + 1) * 256, -1);
     d.accepting.push_back(std::binary_search(sets[i].begin(), sets[i].end(), final_state));
-    for (int b = 0; b < 256; ++b) {
-      if (!alphabet.test(b)) continue;
+    for (int c = 0; c < classes; ++c) {
       std::vector<int> to;
       for (int s : sets[i])
-        if (n.states[s].to >= 0 && n.states[s].on.test(b)) to.push_back(n.states[s].to);
-      if (to.empty()) continue;
-      closure(n, to);
-      int id = intern(std::move(to));
-      d.next[i * 256 + b] = id;
+        if (n.states[s].to >= 0 && n.states[s].on.test(first_byte[c])) to.push_back(n.states[s].to);
+      if (!to.empty()) closure(to);
+      to_class[c] = to.empty() ? -1 : intern(std::move(to));
     }
+    for (int b = 0; b < 256; ++b)
+      if (cls[b] >= 0) d.next[i * 256 + b] = to_class[cls[b]];
   }
   return d;
 }
