@@ -53,6 +53,8 @@ const std::vector<ServeOption>& options() {
          [](ServeOptions& o, const std::string& v) {
            o.default_max_tokens = option_int(v, 1, 1 << 24);
          }},
+        {{"--max-n", "WASTE_MAX_N", "max_n", "most replies one request may ask for (n; default 8)"},
+         [](ServeOptions& o, const std::string& v) { o.max_n = (int)option_int(v, 1, 1024); }},
         {{"--snapshot-memory", "WASTE_SNAPSHOT_MEMORY", "snapshot_memory",
           "RAM for prompt-prefix snapshots (default 2G)"},
          [](ServeOptions& o, const std::string& v) { o.snapshot_bytes = parse_bytes(v); }},

@@ -23,6 +23,7 @@ struct ServeOptions {
   uint64_t max_body = 32u << 20;  // request body bytes
   int64_t max_tokens = 0;         // cap on max_tokens (0: the context is the cap)
   int64_t default_max_tokens = 4096;
+  int max_n = 8;  // replies per request (OpenAI's n)
   uint64_t snapshot_bytes = 2ull << 30;
   std::vector<std::string> cors;           // allowed origins; "*" for any
   std::vector<std::string> allowed_hosts;  // Host names served; empty: the default (serve.cpp)

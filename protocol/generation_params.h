@@ -18,6 +18,8 @@ struct GenerationParams {
   std::vector<std::string> stop;      // stop strings, each non-empty
   bool stream = false;
   bool include_usage = false;  // a final usage chunk in a stream
+  int n = 1;                   // replies to generate from the one prompt
+  // Log-probabilities go in sampler.logprobs (-1: none; else the alternatives per token).
 };
 
 }  // namespace waste

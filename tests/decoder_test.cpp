@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
 
 #include "engine/base/error.h"
 #include "engine/synth/synth.h"
@@ -20,7 +23,14 @@ class RecordingSink final : public ReplySink {
  public:
   bool cancelled() override { return cancel_after >= 0 && (int)ids.size() >= cancel_after; }
   void prefill_progress(size_t done, size_t total) override { progress.push_back({done, total}); }
-  void on_token(int32_t id) override { ids.push_back(id); }
+  void on_token(int32_t id, const TokenLogprobs* lp) override {
+    ids.push_back(id);
+    if (lp) reports.push_back(*lp);
+  }
+  void on_prompt_token(int32_t id, const TokenLogprobs* lp) override {
+    prompt.push_back({id, lp ? std::optional<float>(lp->logprob) : std::nullopt});
+  }
+  void begin_choice(size_t index) override { choices.push_back(index); }
   void on_event(const ReplyEvent& e) override {
     if (e.kind == ReplyEvent::Kind::kContent) content += e.text;
     if (e.kind == ReplyEvent::Kind::kEnd) ended++;
@@ -28,6 +38,9 @@ class RecordingSink final : public ReplySink {
 
   int cancel_after = -1;
   std::vector<int32_t> ids;
+  std::vector<TokenLogprobs> reports;
+  std::vector<std::pair<int32_t, std::optional<float>>> prompt;
+  std::vector<size_t> choices;
   std::vector<std::pair<size_t, size_t>> progress;
   std::string content;
   int ended = 0;
@@ -73,6 +86,21 @@ class DecoderTest : public ::testing::Test {
     Decoder d(host_->model(), cache);
     auto parser = format_->parser(false, 1);
     return d.run(s, in, parser.get(), sink);
+  }
+
+  // log softmax(logits(prefix) + bias) / t in double, from a fresh session fed `prefix` whole:
+  // the reference for the sampler's reports.
+  std::vector<double> reference_logprobs(const std::vector<int32_t>& prefix, const DecodeInput& in,
+                                         double t) {
+    Session s = host_->model().new_session(256);
+    std::vector<float> logits(host_->model().config().vocab);
+    host_->model().forward(s, prefix, logits.data());
+    for (auto [id, bias] : in.sampler.logit_bias) logits[id] += bias;
+    double max = *std::max_element(logits.begin(), logits.end()), sum = 0;
+    for (float x : logits) sum += std::exp((x - max) / t);
+    std::vector<double> out;
+    for (float x : logits) out.push_back((x - max) / t - std::log(sum));
+    return out;
   }
 
   static test::TempDir* dir_;
@@ -214,6 +242,83 @@ TEST_F(DecoderTest, PrefillReportsProgressPerChunk) {
   run(in, sink);
   // chunk 4: 4, 8, 10 of 10
   EXPECT_EQ(sink.progress, (std::vector<std::pair<size_t, size_t>>{{4, 10}, {8, 10}, {10, 10}}));
+}
+
+// n replies prefill the prompt once, and reply i is what a single run with seed + i writes.
+TEST_F(DecoderTest, SeveralRepliesPrefillOnceAndMatchSingleRuns) {
+  DecodeInput in = input({1, 2, 3, 4, 5, 6, 7, 8, 9}, 6);
+  in.sampler.temperature = 1.0f;
+  in.sampler.seed = 7;
+  Decoder d(host_->model(), nullptr);
+  Session s = host_->model().new_session(256);
+  auto p0 = format_->parser(false, 1), p1 = format_->parser(false, 2),
+       p2 = format_->parser(false, 3);
+  ReplyParser* const parsers[] = {p0.get(), p1.get(), p2.get()};
+  RecordingSink sink;
+  std::vector<DecodeResult> rs = d.run(s, in, parsers, sink);
+  ASSERT_EQ(rs.size(), 3u);
+  EXPECT_EQ(sink.progress.size(), 3u);  // chunks of 4: one prefill of 9 positions
+  EXPECT_EQ(sink.choices, (std::vector<size_t>{1, 2}));
+  std::set<std::vector<int32_t>> distinct;
+  for (size_t i = 0; i < rs.size(); i++) {
+    DecodeInput one = input(in.prompt, 6);
+    one.sampler.temperature = 1.0f;
+    one.sampler.seed = 7 + i;
+    RecordingSink single;
+    EXPECT_EQ(run(one, single).tokens, rs[i].tokens) << "reply " << i;
+    EXPECT_EQ(rs[i].seed, 7 + i);
+    EXPECT_EQ(rs[i].prompt_tokens, 9);
+    distinct.insert(rs[i].tokens);
+  }
+  EXPECT_GT(distinct.size(), 1u);
+  EXPECT_EQ(in.sampler.seed, 7u);  // the input is left as it was given
+}
+
+// Each sampled token's report is the softmax the sampler drew from, checked against logits
+// computed afresh; forced tokens have none.
+TEST_F(DecoderTest, ReportedLogprobsMatchAFreshForwardPass) {
+  DecodeInput in = input({1, 2, 3, 4, 5}, 4);
+  in.sampler.temperature = 0.8f;
+  in.sampler.seed = 3;
+  in.sampler.logprobs = 2;
+  in.forced = {11};
+  RecordingSink sink;
+  DecodeResult r = run(in, sink);
+  ASSERT_EQ(r.tokens.size(), 4u);
+  ASSERT_EQ(sink.reports.size(), 3u);
+  std::vector<int32_t> prefix = in.prompt;
+  prefix.push_back(11);
+  for (size_t i = 0; i < sink.reports.size(); i++) {
+    const TokenLogprobs& lp = sink.reports[i];
+    std::vector<double> ref = reference_logprobs(prefix, in, 0.8);
+    EXPECT_EQ(lp.id, r.tokens[i + 1]);
+    EXPECT_NEAR(lp.logprob, ref[lp.id], 1e-4) << "token " << i;
+    ASSERT_EQ(lp.top.size(), 2u);
+    EXPECT_EQ(lp.top[0].first, (int32_t)(std::max_element(ref.begin(), ref.end()) - ref.begin()));
+    for (auto [id, v] : lp.top) EXPECT_NEAR(v, ref[id], 1e-4);
+    prefix.push_back(lp.id);
+  }
+}
+
+// Scoring the prompt reports every prompt token but the first, from the logits after the ones
+// before it, and changes nothing about the reply.
+TEST_F(DecoderTest, ScoringThePromptReportsEachTokenAndKeepsTheReply) {
+  DecodeInput in = input({1, 2, 3, 4, 5, 6}, 3);
+  in.sampler.logprobs = 0;
+  in.score_prompt = true;
+  RecordingSink sink;
+  DecodeResult r = run(in, sink);
+  ASSERT_EQ(sink.prompt.size(), 6u);
+  EXPECT_EQ(sink.prompt[0], (std::pair<int32_t, std::optional<float>>{1, std::nullopt}));
+  for (size_t i = 1; i < in.prompt.size(); i++) {
+    std::vector<int32_t> prefix(in.prompt.begin(), in.prompt.begin() + i);
+    EXPECT_EQ(sink.prompt[i].first, in.prompt[i]);
+    ASSERT_TRUE(sink.prompt[i].second);
+    EXPECT_NEAR(*sink.prompt[i].second, reference_logprobs(prefix, in, 1.0)[in.prompt[i]], 1e-4);
+  }
+  DecodeInput plain = input(in.prompt, 3);
+  RecordingSink other;
+  EXPECT_EQ(run(plain, other).tokens, r.tokens);
 }
 
 TEST_F(DecoderTest, AnEmptyPromptIsRefused) {

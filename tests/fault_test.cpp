@@ -125,7 +125,7 @@ class RecordingSink final : public JobSink {
  public:
   explicit RecordingSink(std::shared_ptr<Outcome> o) : o_(std::move(o)) {}
   void on_event(const ReplyEvent&) override {}
-  void end(const DecodeResult& r) override { o_->tokens = (int)r.tokens.size(); }
+  void end(std::span<const DecodeResult> rs) override { o_->tokens = (int)rs[0].tokens.size(); }
   void fail(int s, const std::string& m, const std::string& c) override {
     o_->message = m;
     o_->code = c;

@@ -298,13 +298,29 @@ TEST(GenerationParamsParse, EveryBadValueNamesItsField) {
   expect_param_refused(R"(,"stream_options":{"include_usage":1})", "stream_options.include_usage");
   expect_param_refused(R"(,"parallel_tool_calls":0)", "parallel_tool_calls");
   expect_param_refused(R"(,"model":3)", "model");
-  expect_param_refused(R"(,"n":2)", "n");
-  expect_param_refused(R"(,"logprobs":true)", "logprobs");
+  expect_param_refused(R"(,"n":0)", "n");
+  expect_param_refused(R"(,"n":9)", "n");  // the default limit is 8
+  expect_param_refused(R"(,"n":1.5)", "n");
+  expect_param_refused(R"(,"logprobs":1)", "logprobs");          // chat's is a boolean
+  expect_param_refused(R"(,"top_logprobs":3)", "top_logprobs");  // needs logprobs: true
+  expect_param_refused(R"(,"logprobs":true,"top_logprobs":21)", "top_logprobs");
   expect_param_refused(R"(,"logit_bias":[])", "logit_bias");
   expect_param_refused(R"(,"logit_bias":{"x":1})", "logit_bias");
   expect_param_refused(R"(,"logit_bias":{"100":1})", "logit_bias");  // the vocabulary is 100
   expect_param_refused(R"(,"logit_bias":{"5":101})", "logit_bias");
   expect_param_refused(R"(,"logit_bias":{"5":"1"})", "logit_bias");
+}
+
+TEST(GenerationParamsParse, NAndLogprobs) {
+  EXPECT_EQ(params("").n, 1);
+  EXPECT_EQ(params(R"(,"n":8)").n, 8);
+  EXPECT_EQ(params(R"(,"n":3)", {100, 0, 3}).n, 3);
+  expect_param_refused(R"(,"n":4)", "n", {100, 0, 3});
+  EXPECT_EQ(params("").sampler.logprobs, -1);
+  EXPECT_EQ(params(R"(,"logprobs":false)").sampler.logprobs, -1);
+  EXPECT_EQ(params(R"(,"logprobs":true)").sampler.logprobs, 0);
+  EXPECT_EQ(params(R"(,"logprobs":true,"top_logprobs":20)").sampler.logprobs, 20);
+  EXPECT_EQ(params(R"(,"logprobs":false,"top_logprobs":null)").sampler.logprobs, -1);
 }
 
 TEST(GenerationParamsParse, MaxTokensCap) {
@@ -330,17 +346,25 @@ TEST(CompletionRequestParse, PromptAsTextOrIds) {
       EXPECT_EQ(e.param, "prompt") << body << ": " << e.what();
     }
   }
-  // What is not served yet is refused by name rather than ignored; "none asked" passes.
-  EXPECT_NO_THROW(parse_completion(R"({"prompt":"x","echo":false,"logprobs":0})", {100, 0}));
-  EXPECT_NO_THROW(parse_completion(R"({"prompt":"x","logprobs":null})", {100, 0}));
-  for (auto [body, param] : {std::pair{R"({"prompt":"x","echo":true})", "echo"},
-                             std::pair{R"({"prompt":"x","logprobs":3})", "logprobs"}}) {
+  // Legacy logprobs is a count of alternatives; echo puts the prompt first and then allows
+  // max_tokens 0 (scoring only), which is refused otherwise.
+  EXPECT_EQ(parse_completion(R"({"prompt":"x","logprobs":null})", {100, 0}).params.sampler.logprobs,
+            -1);
+  CompletionRequest scored =
+      parse_completion(R"({"prompt":"x","echo":true,"logprobs":5,"max_tokens":0})", {100, 0});
+  EXPECT_TRUE(scored.echo);
+  EXPECT_EQ(scored.params.sampler.logprobs, 5);
+  EXPECT_EQ(scored.params.max_tokens, 0);
+  EXPECT_EQ(parse_completion(R"({"prompt":"x","n":2})", {100, 0}).params.n, 2);
+  for (auto [body, param] : {std::pair{R"({"prompt":"x","max_tokens":0})", "max_tokens"},
+                             std::pair{R"({"prompt":"x","logprobs":true})", "logprobs"},
+                             std::pair{R"({"prompt":"x","logprobs":21})", "logprobs"},
+                             std::pair{R"({"prompt":"x","echo":1})", "echo"}}) {
     try {
       parse_completion(body, {100, 0});
       ADD_FAILURE() << "accepted " << body;
     } catch (const ApiError& e) {
       EXPECT_EQ(e.param, param) << body << ": " << e.what();
-      EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
     }
   }
 }

@@ -12,7 +12,8 @@ const ResponseHeader kHeader{"chatcmpl-1", 17, "m", ""};
 TEST(OpenAiResponse, ChatCompletionBody) {
   ChatMessageOut m;
   m.content = "hi \"you\"";
-  EXPECT_EQ(chat_completion_json(kHeader, m, "stop", {5, 2, 3}),
+  ChatChoiceOut c{m, "stop", std::nullopt};
+  EXPECT_EQ(chat_completion_json(kHeader, {&c, 1}, {5, 2, 3}),
             R"({"id":"chatcmpl-1","object":"chat.completion","created":17,"model":"m","choices":[)"
             R"({"index":0,"message":{"role":"assistant","content":"hi \"you\""},"logprobs":null,)"
             R"("finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,)"
@@ -23,7 +24,8 @@ TEST(OpenAiResponse, ToolCallsWithoutContentHaveNullContent) {
   ChatMessageOut m;
   m.reasoning = "r";
   m.tool_calls = {{"call_1", "f", "{\"a\":1}"}};
-  EXPECT_EQ(chat_completion_json(kHeader, m, "tool_calls", {1, 1, 0}),
+  ChatChoiceOut c{m, "tool_calls", std::nullopt};
+  EXPECT_EQ(chat_completion_json(kHeader, {&c, 1}, {1, 1, 0}),
             R"({"id":"chatcmpl-1","object":"chat.completion","created":17,"model":"m","choices":[)"
             R"({"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"r",)"
             R"("tool_calls":[{"id":"call_1","type":"function","function":{"name":"f",)"
@@ -61,14 +63,61 @@ TEST(OpenAiResponse, Chunks) {
 
 TEST(OpenAiResponse, TextCompletions) {
   ResponseHeader h{"cmpl-1", 17, "m", ""};
-  EXPECT_EQ(completion_chunk_json(h, "a", std::nullopt),
+  EXPECT_EQ(completion_chunk_json(h, 0, {"a", "", std::nullopt, 0}),
             R"({"id":"cmpl-1","object":"text_completion","created":17,"model":"m","choices":[)"
             R"({"index":0,"text":"a","logprobs":null,"finish_reason":null}]})");
-  EXPECT_EQ(completion_json(h, "ab", "stop", {1, 2, 0}),
+  CompletionChoiceOut c{"ab", "stop", std::nullopt, 0};
+  EXPECT_EQ(completion_json(h, {&c, 1}, {1, 2, 0}),
             R"({"id":"cmpl-1","object":"text_completion","created":17,"model":"m","choices":[)"
             R"({"index":0,"text":"ab","logprobs":null,"finish_reason":"stop"}],"usage":)"
             R"({"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,)"
             R"("prompt_tokens_details":{"cached_tokens":0}}})");
+}
+
+// Chat's logprobs: each content token with its bytes and alternatives; a token that is not whole
+// UTF-8 is spelled "bytes:\\xNN..."; several choices count their index from 0.
+TEST(OpenAiResponse, ChatLogprobsAndSeveralChoices) {
+  ChatChoiceOut a{{}, "stop", std::vector<TokenLogprobOut>{}};
+  a.message.content = "Hi";
+  a.logprobs->push_back({"Hi", -0.25, {{"Hi", -0.25}, {"\xe2\x80", -1.5}}});
+  ChatChoiceOut b{{}, "length", std::nullopt};
+  b.message.content = "Yo";
+  std::vector<ChatChoiceOut> both = {a, b};
+  EXPECT_EQ(
+      chat_completion_json(kHeader, both, {1, 2, 0}),
+      R"({"id":"chatcmpl-1","object":"chat.completion","created":17,"model":"m","choices":[)"
+      R"({"index":0,"message":{"role":"assistant","content":"Hi"},"logprobs":{"content":[)"
+      R"({"token":"Hi","logprob":-0.25,"bytes":[72,105],"top_logprobs":[)"
+      R"({"token":"Hi","logprob":-0.25,"bytes":[72,105]},)"
+      R"({"token":"bytes:\\xe2\\x80","logprob":-1.5,"bytes":[226,128]}]}],"refusal":null},)"
+      R"("finish_reason":"stop"},{"index":1,"message":{"role":"assistant","content":"Yo"},)"
+      R"("logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":1,)"
+      R"("completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}})");
+  ChatDelta d;
+  d.index = 1;
+  d.content = "Hi";
+  d.logprobs = std::vector<TokenLogprobOut>{{"Hi", -0.5, {}}};
+  EXPECT_EQ(
+      chat_chunk_json(kHeader, d),
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":17,"model":"m",)"
+      R"("choices":[{"index":1,"delta":{"content":"Hi"},"logprobs":{"content":[{"token":"Hi",)"
+      R"("logprob":-0.5,"bytes":[72,105],"top_logprobs":[]}],"refusal":null},)"
+      R"("finish_reason":null}]})");
+}
+
+// The legacy shape: parallel lists; an echoed prompt's first token has null entries; offsets
+// count code points from the chunk's offset.
+TEST(OpenAiResponse, LegacyCompletionLogprobs) {
+  ResponseHeader h{"cmpl-1", 17, "m", ""};
+  CompletionChoiceOut c{"abé", "", std::vector<TokenLogprobOut>{}, 5};
+  c.logprobs->push_back({"a", std::nullopt, {}});
+  c.logprobs->push_back({"bé", -1.0, {{"bé", -1.0}, {"c", -2.0}}});
+  c.logprobs->push_back({"!", -0.5, {}});
+  EXPECT_EQ(completion_chunk_json(h, 2, c),
+            R"({"id":"cmpl-1","object":"text_completion","created":17,"model":"m","choices":[)"
+            R"({"index":2,"text":"abé","logprobs":{"tokens":["a","bé","!"],)"
+            R"("token_logprobs":[null,-1,-0.5],"top_logprobs":[null,{"bé":-1,"c":-2},{}],)"
+            R"("text_offset":[5,6,8]},"finish_reason":null}]})");
 }
 
 TEST(OpenAiResponse, ModelList) {

@@ -520,6 +520,7 @@ TEST(Sampler, ValidationNamesTheField) {
     const char* field;
   };
   std::vector<Case> cases = {
+      {with([](SamplerParams& p) { p.logprobs = 21; }), "top_logprobs"},
       {with([](SamplerParams& p) { p.temperature = -0.1f; }), "temperature"},
       {with([](SamplerParams& p) { p.temperature = kNaN; }), "temperature"},
       {with([](SamplerParams& p) { p.top_k = -1; }), "top_k"},
@@ -563,6 +564,63 @@ TEST(Sampler, ValidationNamesTheField) {
 }
 
 // The baseline (SSE2) and AVX2 tables must give the same tokens for the same seed.
+// The report is log softmax(logits / T) over what the mask allows, checked against a double
+// reference computed here; top-k and top-p do not change it, and the top list is the best ids in
+// order, ties to the lower id.
+TEST(Sampler, LogprobsAreTheMaskedSoftmaxBeforeTheCuts) {
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f, 2.5f, -4.0f};
+  std::vector<uint8_t> mask = {0xFF & ~(1u << 6)};  // id 6 disallowed
+  std::vector<float> allowed = logits;
+  allowed[6] = -std::numeric_limits<float>::infinity();
+  for (float t : {0.7f, 1.0f, 1.6f}) {
+    std::vector<double> ref = softmax(allowed, t);
+    for (int variant = 0; variant < 3; variant++) {
+      SamplerParams p = seeded(t, 9);
+      p.logprobs = 3;
+      if (variant == 1) p.top_k = 2;
+      if (variant == 2) p.top_p = 0.5f;
+      Sampler s(p, (int)logits.size());
+      for (int i = 0; i < 20; i++) {
+        int id = s.sample(logits, {}, mask.data());
+        const TokenLogprobs& r = s.last_logprobs();
+        EXPECT_EQ(r.id, id);
+        EXPECT_NEAR(r.logprob, std::log(ref[id]), 1e-5) << "T " << t << " id " << id;
+        ASSERT_EQ(r.top.size(), 3u);
+        EXPECT_EQ(r.top[0].first, 1);  // 3.0 twice: the lower id first
+        EXPECT_EQ(r.top[1].first, 3);
+        EXPECT_EQ(r.top[2].first, 2);  // 2.5 (id 6) is masked
+        for (auto [tid, lp] : r.top) EXPECT_NEAR(lp, std::log(ref[tid]), 1e-5);
+      }
+    }
+  }
+}
+
+TEST(Sampler, GreedyLogprobsUseTemperatureOne) {
+  std::vector<float> logits = {0.0f, 2.0f, 1.0f};
+  SamplerParams p = seeded(0);
+  p.logprobs = 0;
+  Sampler s(p, 3);
+  EXPECT_EQ(s.sample(logits, {}), 1);
+  EXPECT_NEAR(s.last_logprobs().logprob, std::log(softmax(logits, 1.0)[1]), 1e-6);
+  EXPECT_TRUE(s.last_logprobs().top.empty());
+}
+
+// Placement never changes results: asking for the report draws the same ids.
+TEST(Sampler, ReportingLogprobsDrawsTheSameIds) {
+  std::mt19937 g(5);
+  std::normal_distribution<float> normal(0, 2);
+  std::vector<float> logits(5000);
+  for (float& x : logits) x = normal(g);
+  for (int variant = 0; variant < 3; variant++) {
+    SamplerParams p = seeded(0.8f, 11);
+    if (variant == 1) p.top_k = 40;
+    if (variant == 2) p.top_p = 0.9f;
+    SamplerParams q = p;
+    q.logprobs = 20;
+    EXPECT_EQ(draws(p, logits, 200), draws(q, logits, 200)) << "variant " << variant;
+  }
+}
+
 TEST(Sampler, VectorTablesAgreeBitForBit) {
   std::mt19937 g(9);
   std::normal_distribution<float> normal(0, 3);

@@ -1,6 +1,7 @@
 // End-to-end: the real daemon on synthetic containers, driven over HTTP on loopback.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "engine/synth/synth.h"
+#include "engine/tokenizer/pretokenizer.h"
 #include "tests/http_client.h"
 #include "tests/test_util.h"
 
@@ -267,6 +269,131 @@ TEST_F(ServerTest, K3ThinkingOnGoesToReasoningOffToContent) {
   ASSERT_EQ(off.status, 200) << off.body;
   auto mo = parse(off.body)["choices"].at(0)["message"];
   EXPECT_NE(mo["reasoning_content"].error(), simdjson::SUCCESS) << off.body;
+}
+
+// The bytes of a choice's content logprobs, concatenated, as text (a byte that is no whole
+// character reads as U+FFFD, as the content spells it).
+std::string logprob_bytes(simdjson::dom::element logprobs) {
+  std::string out;
+  for (auto t : logprobs["content"].get_array())
+    for (auto b : t["bytes"].get_array()) out += (char)int64_t(b);
+  return replace_invalid_utf8(out);
+}
+
+// logprobs list exactly the content's tokens (their bytes spell it), greedy picks the top
+// alternative, and the thinking channel's tokens are not listed; streamed, each chunk's entries
+// spell its delta.
+TEST_F(ServerTest, ChatLogprobsSpellTheContent) {
+  for (const std::string& model : {kl(), k3()}) {
+    auto d = start({model});
+    const std::string body =
+        R"({"messages":[{"role":"user","content":"hello world"}],"max_tokens":12,"temperature":0,"logprobs":true,"top_logprobs":3)";
+    HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", body + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto choice = parse(r.body)["choices"].at(0);
+    const std::string content(str(choice["message"]["content"]));
+    EXPECT_EQ(logprob_bytes(choice["logprobs"]), content) << r.body;
+    if (model == k3()) {
+      EXPECT_FALSE(str(choice["message"]["reasoning_content"]).empty());
+    }
+    for (auto t : choice["logprobs"]["content"].get_array()) {
+      auto top = t["top_logprobs"].get_array().value();
+      ASSERT_EQ(top.size(), 3u);
+      EXPECT_EQ(str(top.at(0)["token"]), str(t["token"]));
+      EXPECT_EQ(double(top.at(0)["logprob"]), double(t["logprob"]));
+      EXPECT_LE(double(t["logprob"]), 0.0);
+      EXPECT_GE(double(top.at(0)["logprob"]), double(top.at(1)["logprob"]));
+    }
+    HttpResponse s =
+        http_request(d->port(), "POST", "/v1/chat/completions", body + R"(,"stream":true})");
+    ASSERT_EQ(s.status, 200) << s.body;
+    std::string streamed;
+    for (const std::string& e : s.events()) {
+      if (e == "[DONE]") continue;
+      auto c = parse(e)["choices"].at(0);
+      if (c["delta"]["content"].error() != simdjson::SUCCESS || str(c["delta"]["content"]).empty())
+        continue;
+      EXPECT_EQ(logprob_bytes(c["logprobs"]), str(c["delta"]["content"]));
+      streamed += str(c["delta"]["content"]);
+    }
+    EXPECT_EQ(streamed, content);
+  }
+}
+
+// n replies: reply i is the single reply with seed + i; the prompt counts once; a json_object
+// constraint holds every reply (each starts from a fresh copy of it).
+TEST_F(ServerTest, SeveralChoicesMatchSingleSeededRequests) {
+  auto d = start({kl()});
+  auto ask = [&](const std::string& extra) {
+    HttpResponse r = http_request(
+        d->port(), "POST", "/v1/chat/completions",
+        R"({"messages":[{"role":"user","content":"hello world"}],"max_tokens":10,"temperature":1.0)" +
+            extra + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return parse(r.body);
+  };
+  auto three = ask(R"(,"seed":40,"n":3)");
+  ASSERT_EQ(three["choices"].get_array().size(), 3u);
+  int64_t tokens = 0;
+  for (int i = 0; i < 3; i++) {
+    auto one = ask(fmt::format(R"(,"seed":{})", 40 + i));
+    EXPECT_EQ(int64_t(three["choices"].at(i)["index"]), i);
+    EXPECT_EQ(str(three["choices"].at(i)["message"]["content"]),
+              str(one["choices"].at(0)["message"]["content"]))
+        << i;
+    EXPECT_EQ(int64_t(three["usage"]["prompt_tokens"]), int64_t(one["usage"]["prompt_tokens"]));
+    tokens += int64_t(one["usage"]["completion_tokens"]);
+  }
+  EXPECT_EQ(int64_t(three["usage"]["completion_tokens"]), tokens);
+  auto json = ask(R"(,"seed":5,"n":2,"max_tokens":200,"response_format":{"type":"json_object"})");
+  for (int i = 0; i < 2; i++) {
+    std::string text(str(json["choices"].at(i)["message"]["content"]));
+    if (str(json["choices"].at(i)["finish_reason"]) != "stop") continue;  // cut short
+    simdjson::dom::parser p;
+    EXPECT_EQ(p.parse(text).error(), simdjson::SUCCESS) << text;
+  }
+  HttpResponse too_many = http_request(d->port(), "POST", "/v1/chat/completions",
+                                       R"({"messages":[{"role":"user","content":"x"}],"n":9})");
+  EXPECT_EQ(too_many.status, 400);
+  EXPECT_EQ(str(parse(too_many.body)["error"]["param"]), "n");
+}
+
+// echo: the prompt comes first; with logprobs every prompt token is scored (the first null),
+// max_tokens 0 scores only, and the scores agree with a request that generates after it.
+TEST_F(ServerTest, CompletionsEchoAndLogprobs) {
+  auto d = start({kl()});
+  auto ask = [&](const std::string& extra) {
+    HttpResponse r =
+        http_request(d->port(), "POST", "/v1/completions",
+                     R"({"prompt":"hello world, how are","temperature":0)" + extra + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return parse(r.body)["choices"].at(0);
+  };
+  auto plain = ask(R"(,"max_tokens":4)");
+  auto echoed = ask(R"(,"max_tokens":4,"echo":true)");
+  EXPECT_EQ(str(echoed["text"]), "hello world, how are" + std::string(str(plain["text"])));
+  auto scored = ask(R"(,"max_tokens":0,"echo":true,"logprobs":2)");
+  EXPECT_EQ(str(scored["text"]), "hello world, how are");
+  auto lp = scored["logprobs"];
+  const size_t n = lp["tokens"].get_array().size();
+  ASSERT_GE(n, 3u);
+  EXPECT_TRUE(lp["token_logprobs"].at(0).is_null());
+  EXPECT_TRUE(lp["top_logprobs"].at(0).is_null());
+  std::string spelled;
+  for (auto t : lp["tokens"].get_array()) spelled += str(t);
+  EXPECT_EQ(spelled, "hello world, how are");
+  auto both = ask(R"(,"max_tokens":3,"echo":true,"logprobs":2)");
+  auto lb = both["logprobs"];
+  ASSERT_EQ(lb["tokens"].get_array().size(), n + 3);
+  for (size_t i = 1; i < n; i++)
+    EXPECT_EQ(double(lb["token_logprobs"].at(i)), double(lp["token_logprobs"].at(i))) << i;
+  auto gen = ask(R"(,"max_tokens":3,"logprobs":1)");
+  for (size_t i = 0; i < 3; i++) {
+    EXPECT_EQ(double(lb["token_logprobs"].at(n + i)),
+              double(gen["logprobs"]["token_logprobs"].at(i)));
+    EXPECT_EQ(int64_t(gen["logprobs"]["text_offset"].at(i)) + 20,
+              int64_t(lb["text_offset"].at(n + i)));
+  }
 }
 
 TEST_F(ServerTest, SecondTurnReusesThePrefixAndMatchesAColdRun) {

@@ -395,6 +395,8 @@ void validate(const SamplerParams& p, int vocab) {
     fail<UsageError>("presence_penalty must be in [-2, 2] (got {})", p.presence_penalty);
   if (!in_range(p.frequency_penalty, -2, 2))
     fail<UsageError>("frequency_penalty must be in [-2, 2] (got {})", p.frequency_penalty);
+  if (p.logprobs < -1 || p.logprobs > 20)
+    fail<UsageError>("top_logprobs must be in [0, 20] (got {})", p.logprobs);
   for (auto [id, bias] : p.logit_bias) {
     if (id < 0 || id >= vocab)
       fail<UsageError>("logit_bias: token id {} is outside the vocabulary [0, {})", id, vocab);
@@ -421,9 +423,29 @@ Sampler::Sampler(SamplerParams p, int vocab)
 
 int Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
                     const uint8_t* allowed_mask) {
-  auto [max_logit, argmax] = prepare(logits, history, allowed_mask);
-  if (max_logit == kNegInf)
+  Cand best = prepare(logits, history, allowed_mask);
+  if (best.first == kNegInf)
     fail<UsageError>("no allowed token has a finite logit (every one is NaN or -inf)");
+  if (p_.logprobs < 0) return draw(best);
+  report_logit_.assign(logit_.begin(), logit_.begin() + vocab_);
+  int id = draw(best);
+  report(id, best.first);
+  return id;
+}
+
+const TokenLogprobs& Sampler::score(std::span<const float> logits, std::span<const int32_t> history,
+                                    int id) {
+  if (id < 0 || id >= vocab_) fail<UsageError>("token id {} is outside the vocabulary", id);
+  Cand best = prepare(logits, history, nullptr);
+  if (best.first == kNegInf)
+    fail<UsageError>("no token has a finite logit (every one is NaN or -inf)");
+  report_logit_.assign(logit_.begin(), logit_.begin() + vocab_);
+  report(id, best.first);
+  return report_;
+}
+
+int Sampler::draw(Cand best) {
+  auto [max_logit, argmax] = best;
   if (p_.temperature == 0) return argmax;
   // Past FLT_MAX the scale only sends non-maximal logits to -inf, which it would anyway.
   float inv_t = (float)std::min(1.0 / p_.temperature, (double)FLT_MAX);
@@ -435,6 +457,38 @@ int Sampler::sample(std::span<const float> logits, std::span<const int32_t> hist
                              max_logit, inv_t);
   if (p_.top_p == 1 && p_.min_p == 0) return draw_dense(total);
   return draw_from(collect_candidates(total, argmax), total);
+}
+
+// In double throughout, so the log-normalizer does not depend on the vector path. The top list
+// orders by logit then id, which is the probability order.
+void Sampler::report(int id, float max_logit) {
+  const double inv_t = p_.temperature > 0 ? 1.0 / p_.temperature : 1.0;
+  double sum = 0;
+  for (float x : report_logit_)
+    if (x != kNegInf) sum += std::exp(((double)x - max_logit) * inv_t);
+  const double log_z = std::log(sum);
+  auto logprob = [&](int i) {
+    return (float)(((double)report_logit_[i] - max_logit) * inv_t - log_z);
+  };
+  report_.id = id;
+  report_.logprob = logprob(id);
+  report_.top.clear();
+  heap_.clear();
+  const size_t n = (size_t)std::max(0, p_.logprobs);
+  for (int i = 0; i < vocab_ && n > 0; i++) {
+    if (report_logit_[i] == kNegInf) continue;
+    Cand c{report_logit_[i], i};
+    if (heap_.size() < n) {
+      heap_.push_back(c);
+      std::push_heap(heap_.begin(), heap_.end(), better);
+    } else if (better(c, heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), better);
+      heap_.back() = c;
+      std::push_heap(heap_.begin(), heap_.end(), better);
+    }
+  }
+  std::sort_heap(heap_.begin(), heap_.end(), better);
+  for (const Cand& c : heap_) report_.top.push_back({c.second, logprob(c.second)});
 }
 
 // Returns the best (logit, id) after everything up to the mask. The mask is applied while

@@ -18,6 +18,10 @@
 //      smallest prefix of descending-probability order, ties to the lower id, whose mass reaches
 //      top_p; never empty), then min-p (drop ids with p < min_p * p_max), then renormalize and
 //      take one uniform draw from the seeded Rng.
+// Log-probabilities (SamplerParams::logprobs >= 0) are reported from the distribution of step 7
+// before its cuts: softmax of the step-5 logits divided by the temperature (by 1 when greedy), so
+// they count the bias, the penalties and the constraint mask but not top-k, top-p or min-p.
+// Reporting never changes which id is drawn.
 // Terms below e^-86 of the most likely token's weight count as zero probability. A seed gives the
 // same tokens on every x86-64 machine: the SSE2 and AVX2 code paths compute the same bits.
 #pragma once
@@ -42,12 +46,22 @@ struct SamplerParams {
   float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
   std::vector<std::pair<int, float>> logit_bias;  // (token id, bias in [-100, 100])
   std::optional<uint64_t> seed;                   // none: a fresh random seed per Sampler
+  // -1: no log-probabilities; otherwise each draw reports its id's and the best `logprobs` ids'
+  // (0-20, OpenAI's top_logprobs).
+  int logprobs = -1;
+};
+
+// One draw's report (see the header comment for the distribution).
+struct TokenLogprobs {
+  int32_t id = 0;
+  float logprob = 0;                           // of `id`
+  std::vector<std::pair<int32_t, float>> top;  // the most likely ids, best first (ties: lower id)
 };
 
 // Throws UsageError naming the first bad field: temperature < 0 or not finite, top_k < 0, top_p
 // outside (0, 1], min_p outside [0, 1], repetition_penalty <= 0 or not finite, presence or
 // frequency penalty outside [-2, 2], a logit_bias id outside [0, vocab) or bias outside
-// [-100, 100]. NaN fails every range.
+// [-100, 100], logprobs outside [-1, 20]. NaN fails every range.
 void validate(const SamplerParams& p, int vocab);
 
 // A fresh seed from the system's entropy source, as a Sampler draws when given none.
@@ -67,6 +81,12 @@ class Sampler {
   // allowed id has a finite logit.
   int sample(std::span<const float> logits, std::span<const int32_t> history,
              const uint8_t* allowed_mask = nullptr);
+  // The report for `id` without drawing (scoring given text): the same distribution as sample()'s
+  // report, with params().logprobs alternatives (none when it is -1).
+  const TokenLogprobs& score(std::span<const float> logits, std::span<const int32_t> history,
+                             int id);
+  // The last sample()'s report; empty `top` and logprob 0 unless params().logprobs >= 0.
+  const TokenLogprobs& last_logprobs() const { return report_; }
 
   // The seed in use: the request's, or the random one drawn for it, so it can be reported.
   uint64_t seed() const { return seed_; }
@@ -77,6 +97,8 @@ class Sampler {
 
   Cand prepare(std::span<const float> logits, std::span<const int32_t> history,
                const uint8_t* allowed_mask);
+  int draw(Cand best);
+  void report(int id, float max_logit);
   void set_logit(int id, float x);
   void apply_penalties(std::span<const int32_t> history);
   int sample_top_k(float max_logit, float inv_t);
@@ -110,6 +132,8 @@ class Sampler {
   std::vector<Cand> edge_;      // the top-p bucket that needs ordering
   std::vector<float> values_;   // sampled logits, for the large top_k estimate
   std::vector<double> bucket_mass_;
+  std::vector<float> report_logit_;  // the step-5 logits, kept for the report while the draw cuts
+  TokenLogprobs report_;
 };
 
 }  // namespace waste

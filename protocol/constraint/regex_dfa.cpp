@@ -4,6 +4,7 @@
 #include <bitset>
 #include <map>
 #include <memory>
+#include <unordered_map>
 
 #include "engine/base/error.h"
 
@@ -527,9 +528,18 @@ ByteSet alphabet_bytes(StringAlphabet a) {
   return s;
 }
 
+// FNV-1a over a sorted NFA state set: the subset construction looks every new set up once.
+struct StateSetHash {
+  size_t operator()(const std::vector<int>& set) const {
+    uint64_t h = 14695981039346656037ull;
+    for (int s : set) h = (h ^ (uint32_t)s) * 1099511628211ull;
+    return (size_t)h;
+  }
+};
+
 ByteDfa determinize(const Nfa& n, int start, int final_state, const ByteSet& alphabet) {
   ByteDfa d;
-  std::map<std::vector<int>, int> ids;
+  std::unordered_map<std::vector<int>, int, StateSetHash> ids;
   std::vector<std::vector<int>> sets;
   auto intern = [&](std::vector<int> set) {
     auto [it, fresh] = ids.emplace(set, (int)sets.size());

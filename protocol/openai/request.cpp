@@ -393,7 +393,17 @@ std::vector<std::pair<int, float>> parse_logit_bias(const Field& root, int vocab
   return out;
 }
 
-GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
+// Chat's `logprobs` (a boolean) and `top_logprobs`, as SamplerParams::logprobs.
+int chat_logprobs(const Field& root) {
+  const bool on = boolean_or(root, "logprobs", false);
+  std::optional<int64_t> top = integer(root, "top_logprobs", 0, 20);
+  if (top && !on) throw ApiError(400, "top_logprobs: needs logprobs set to true", "top_logprobs");
+  return on ? (int)top.value_or(0) : -1;
+}
+
+// `least_tokens` is the smallest max_tokens allowed (0 only for a scored echo).
+GenerationParams parse_params(const Field& root, const RequestLimits& limits,
+                              int64_t least_tokens = 1) {
   GenerationParams g;
   if (std::optional<std::string> m = get_string(root, "model")) g.model = *m;
   SamplerParams& sp = g.sampler;
@@ -408,21 +418,13 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   if (auto seed = integer(root, "seed", INT64_MIN, INT64_MAX)) sp.seed = (uint64_t)*seed;
   sp.logit_bias = parse_logit_bias(root, limits.vocab);
   int64_t cap = limits.max_tokens_cap > 0 ? limits.max_tokens_cap : INT64_MAX;
-  g.max_tokens = integer(root, "max_completion_tokens", 1, cap);
-  if (!g.max_tokens) g.max_tokens = integer(root, "max_tokens", 1, cap);
-  if (std::optional<Field> n = root.get("n")) {
-    if (n->integer(INT64_MIN, INT64_MAX) != 1) n->refuse("only n = 1 is supported");
-  }
+  g.max_tokens = integer(root, "max_completion_tokens", least_tokens, cap);
+  if (!g.max_tokens) g.max_tokens = integer(root, "max_tokens", least_tokens, cap);
+  if (std::optional<int64_t> n = integer(root, "n", 1, limits.max_n)) g.n = (int)*n;
   g.stop = parse_stops(root);
   g.stream = boolean_or(root, "stream", false);
   if (std::optional<Field> so = root.get("stream_options"))
     g.include_usage = boolean_or(*so, "include_usage", false);
-  // Chat sends a boolean, /v1/completions an integer count; only "none asked" is served yet.
-  if (std::optional<Field> lp = root.get("logprobs")) {
-    const simdjson::dom::element& e = lp->element();
-    const bool none = e.is_null() || (e.is_bool() && !bool(e)) || (e.is_int64() && int64_t(e) == 0);
-    if (!none) throw ApiError(400, "logprobs: log probabilities are not supported yet", "logprobs");
-  }
   return g;
 }
 
@@ -434,6 +436,7 @@ ChatCompletionRequest parse_chat_completion(std::string_view body, const Request
   ChatCompletionRequest out;
   out.conversation = parse_conversation(root);
   out.params = parse_params(root, limits);
+  out.params.sampler.logprobs = chat_logprobs(root);
   out.legacy_functions = root.has("functions") || root.has("function_call");
   return out;
 }
@@ -442,9 +445,10 @@ CompletionRequest parse_completion(std::string_view body, const RequestLimits& l
   json::Body doc(body);
   Field root = doc.root();
   CompletionRequest out;
-  out.params = parse_params(root, limits);
-  if (std::optional<Field> echo = root.get("echo"); echo && echo->boolean())
-    echo->refuse("echoing the prompt is not supported yet");
+  out.echo = boolean_or(root, "echo", false);
+  out.params = parse_params(root, limits, out.echo ? 0 : 1);
+  if (std::optional<int64_t> lp = integer(root, "logprobs", 0, 20))
+    out.params.sampler.logprobs = (int)*lp;
   Field prompt = root.required("prompt");
   if (prompt.is_string()) {
     out.text = prompt.string();

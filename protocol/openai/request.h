@@ -18,6 +18,7 @@ namespace waste {
 struct RequestLimits {
   int vocab = 0;               // logit_bias and prompt ids must lie below it (0: not checked)
   int64_t max_tokens_cap = 0;  // 0: no cap beyond the context
+  int max_n = 8;               // the most replies `n` may ask for
 };
 
 struct ChatCompletionRequest {
@@ -34,16 +35,23 @@ struct ChatCompletionRequest {
 // `reasoning.effort`, then `thinking.effort`: "none" turns thinking off; "minimal" and "low" become
 // K3's low, "medium" and "high" its high, "max" its max.
 //
+// `logprobs: true` reports each content token's log-probability, `top_logprobs` (0-20) that many
+// alternatives; `n` (1 to the limit) asks for that many replies.
+//
 // Legacy function calling maps onto tools: `functions` onto `tools`, `function_call` ("none",
 // "auto" or {"name"}) onto `tool_choice`, an assistant's `function_call` onto its one tool call,
 // and `role: "function"` messages onto tool results naming the function.
 ChatCompletionRequest parse_chat_completion(std::string_view body, const RequestLimits& limits);
 
 // /v1/completions: the prompt is text (a string or a list of one string) or token ids.
+// `logprobs` is an integer here (the alternatives per token, 0-20); `echo` puts the prompt before
+// the reply (and, with logprobs, the prompt's tokens before the reply's), and then allows
+// max_tokens 0: only the prompt is scored.
 struct CompletionRequest {
   std::optional<std::string> text;
   std::vector<int32_t> ids;
   GenerationParams params;
+  bool echo = false;
 };
 CompletionRequest parse_completion(std::string_view body, const RequestLimits& limits);
 

@@ -1,5 +1,8 @@
 #include "protocol/openai/response.h"
 
+#include <fmt/format.h>
+#include <simdjson.h>
+
 #include "protocol/json/json_writer.h"
 
 namespace waste {
@@ -31,14 +34,79 @@ void tool_calls(JsonWriter& w, const std::vector<ToolCallOut>& calls) {
   w.end_array();
 }
 
-}  // namespace
+std::string token_text(const std::string& bytes) {
+  if (simdjson::validate_utf8(bytes.data(), bytes.size())) return bytes;
+  std::string out = "bytes:";
+  for (unsigned char b : bytes) out += fmt::format("\\x{:02x}", b);
+  return out;
+}
 
-std::string chat_completion_json(const ResponseHeader& h, const ChatMessageOut& m,
-                                 const std::string& finish_reason, const Usage& u) {
-  JsonWriter w;
-  w.begin_object();
-  header(w, h, "chat.completion");
-  w.key("choices").begin_array().begin_object().key("index").value(0);
+void token_entry(JsonWriter& w, const std::string& bytes, double logprob) {
+  w.key("token").value(token_text(bytes)).key("logprob").value(logprob);
+  w.key("bytes").begin_array();
+  for (unsigned char b : bytes) w.value((int64_t)b);
+  w.end_array();
+}
+
+// Chat's shape: {"content": [{token, logprob, bytes, top_logprobs: [...]}], "refusal": null}.
+void chat_logprobs(JsonWriter& w, const std::optional<std::vector<TokenLogprobOut>>& lp) {
+  w.key("logprobs");
+  if (!lp) {
+    w.null();
+    return;
+  }
+  w.begin_object().key("content").begin_array();
+  for (const TokenLogprobOut& t : *lp) {
+    w.begin_object();
+    token_entry(w, t.bytes, t.logprob.value_or(0));
+    w.key("top_logprobs").begin_array();
+    for (const auto& [bytes, logprob] : t.top) {
+      w.begin_object();
+      token_entry(w, bytes, logprob);
+      w.end_object();
+    }
+    w.end_array().end_object();
+  }
+  w.end_array().key("refusal").null().end_object();
+}
+
+int64_t code_points(const std::string& bytes) {
+  int64_t n = 0;
+  for (unsigned char b : bytes) n += (b & 0xC0) != 0x80;
+  return n;
+}
+
+// The legacy shape: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
+void legacy_logprobs(JsonWriter& w, const std::optional<std::vector<TokenLogprobOut>>& lp,
+                     int64_t offset) {
+  w.key("logprobs");
+  if (!lp) {
+    w.null();
+    return;
+  }
+  w.begin_object().key("tokens").begin_array();
+  for (const TokenLogprobOut& t : *lp) w.value(token_text(t.bytes));
+  w.end_array().key("token_logprobs").begin_array();
+  for (const TokenLogprobOut& t : *lp) t.logprob ? w.value(*t.logprob) : w.null();
+  w.end_array().key("top_logprobs").begin_array();
+  for (const TokenLogprobOut& t : *lp) {
+    if (!t.logprob) {
+      w.null();
+      continue;
+    }
+    w.begin_object();
+    for (const auto& [bytes, logprob] : t.top) w.key(token_text(bytes)).value(logprob);
+    w.end_object();
+  }
+  w.end_array().key("text_offset").begin_array();
+  for (const TokenLogprobOut& t : *lp) {
+    w.value(offset);
+    offset += code_points(t.bytes);
+  }
+  w.end_array().end_object();
+}
+
+void message(JsonWriter& w, const ChatMessageOut& m) {
   w.key("message").begin_object().key("role").value("assistant");
   if (m.content.empty() && !m.tool_calls.empty())
     w.key("content").null();
@@ -52,8 +120,23 @@ std::string chat_completion_json(const ResponseHeader& h, const ChatMessageOut& 
     tool_calls(w, m.tool_calls);
   }
   w.end_object();
-  w.key("logprobs").null().key("finish_reason").value(finish_reason);
-  w.end_object().end_array();
+}
+
+}  // namespace
+
+std::string chat_completion_json(const ResponseHeader& h, std::span<const ChatChoiceOut> choices,
+                                 const Usage& u) {
+  JsonWriter w;
+  w.begin_object();
+  header(w, h, "chat.completion");
+  w.key("choices").begin_array();
+  for (size_t i = 0; i < choices.size(); i++) {
+    w.begin_object().key("index").value((int64_t)i);
+    message(w, choices[i].message);
+    chat_logprobs(w, choices[i].logprobs);
+    w.key("finish_reason").value(choices[i].finish_reason).end_object();
+  }
+  w.end_array();
   usage(w, u);
   return w.end_object().str();
 }
@@ -62,7 +145,7 @@ std::string chat_chunk_json(const ResponseHeader& h, const ChatDelta& d) {
   JsonWriter w;
   w.begin_object();
   header(w, h, "chat.completion.chunk");
-  w.key("choices").begin_array().begin_object().key("index").value(0);
+  w.key("choices").begin_array().begin_object().key("index").value(d.index);
   w.key("delta").begin_object();
   if (d.role) w.key("role").value("assistant").key("content").value("");
   if (d.content) w.key("content").value(*d.content);
@@ -80,7 +163,7 @@ std::string chat_chunk_json(const ResponseHeader& h, const ChatDelta& d) {
     w.end_object().end_array();
   }
   w.end_object();
-  w.key("logprobs").null();
+  chat_logprobs(w, d.logprobs);
   if (d.finish_reason)
     w.key("finish_reason").value(*d.finish_reason);
   else
@@ -98,26 +181,32 @@ std::string chat_usage_chunk_json(const ResponseHeader& h, const Usage& u) {
   return w.end_object().str();
 }
 
-std::string completion_json(const ResponseHeader& h, const std::string& text,
-                            const std::string& finish_reason, const Usage& u) {
+std::string completion_json(const ResponseHeader& h, std::span<const CompletionChoiceOut> choices,
+                            const Usage& u) {
   JsonWriter w;
   w.begin_object();
   header(w, h, "text_completion");
-  w.key("choices").begin_array().begin_object().key("index").value(0).key("text").value(text);
-  w.key("logprobs").null().key("finish_reason").value(finish_reason).end_object().end_array();
+  w.key("choices").begin_array();
+  for (size_t i = 0; i < choices.size(); i++) {
+    const CompletionChoiceOut& c = choices[i];
+    w.begin_object().key("index").value((int64_t)i).key("text").value(c.text);
+    legacy_logprobs(w, c.logprobs, c.text_offset);
+    w.key("finish_reason").value(c.finish_reason).end_object();
+  }
+  w.end_array();
   usage(w, u);
   return w.end_object().str();
 }
 
-std::string completion_chunk_json(const ResponseHeader& h, const std::string& text,
-                                  const std::optional<std::string>& finish_reason) {
+std::string completion_chunk_json(const ResponseHeader& h, int index,
+                                  const CompletionChoiceOut& c) {
   JsonWriter w;
   w.begin_object();
   header(w, h, "text_completion");
-  w.key("choices").begin_array().begin_object().key("index").value(0).key("text").value(text);
-  w.key("logprobs").null();
-  if (finish_reason)
-    w.key("finish_reason").value(*finish_reason);
+  w.key("choices").begin_array().begin_object().key("index").value(index).key("text").value(c.text);
+  legacy_logprobs(w, c.logprobs, c.text_offset);
+  if (!c.finish_reason.empty())
+    w.key("finish_reason").value(c.finish_reason);
   else
     w.key("finish_reason").null();
   w.end_object().end_array();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,14 @@ struct ChatMessageOut {
   bool legacy_function_call = false;
 };
 
+// One token's log-probability. `token` is its bytes as text when they are whole UTF-8 characters,
+// else "bytes:" and each byte as \xNN (OpenAI's spelling); `bytes` lists them either way.
+struct TokenLogprobOut {
+  std::string bytes;
+  std::optional<double> logprob;  // none only for an echoed prompt's first token (legacy shape)
+  std::vector<std::pair<std::string, double>> top;  // (bytes, logprob), most likely first
+};
+
 struct ResponseHeader {
   std::string id;  // chatcmpl-... / cmpl-...
   int64_t created = 0;
@@ -36,12 +45,21 @@ struct ResponseHeader {
   std::string system_fingerprint;
 };
 
-std::string chat_completion_json(const ResponseHeader& h, const ChatMessageOut& m,
-                                 const std::string& finish_reason, const Usage& u);
+struct ChatChoiceOut {
+  ChatMessageOut message;
+  std::string finish_reason;
+  // The content tokens' log-probabilities, when the request asked for them.
+  std::optional<std::vector<TokenLogprobOut>> logprobs;
+};
+
+// The choices are written in order, their indexes counting from 0.
+std::string chat_completion_json(const ResponseHeader& h, std::span<const ChatChoiceOut> choices,
+                                 const Usage& u);
 
 // One chat.completion.chunk. Set exactly what the chunk carries; empty optionals are omitted.
 struct ChatDelta {
-  bool role = false;  // the first chunk announces the assistant role
+  int index = 0;      // the choice
+  bool role = false;  // a choice's first chunk announces the assistant role
   std::optional<std::string> content;
   std::optional<std::string> reasoning;
   // A tool call's start (id and name, empty arguments) or a piece of its arguments.
@@ -53,15 +71,25 @@ struct ChatDelta {
   std::optional<Tool> tool;
   bool legacy_function_call = false;  // `tool` is written as the legacy `function_call` delta
   std::optional<std::string> finish_reason;
+  std::optional<std::vector<TokenLogprobOut>> logprobs;  // the tokens of `content`
 };
 std::string chat_chunk_json(const ResponseHeader& h, const ChatDelta& d);
 // The usage chunk of stream_options.include_usage: empty choices.
 std::string chat_usage_chunk_json(const ResponseHeader& h, const Usage& u);
 
-std::string completion_json(const ResponseHeader& h, const std::string& text,
-                            const std::string& finish_reason, const Usage& u);
-std::string completion_chunk_json(const ResponseHeader& h, const std::string& text,
-                                  const std::optional<std::string>& finish_reason);
+// A text completion's choice. Legacy logprobs: parallel lists of tokens, their log-probabilities,
+// their alternatives (an object from token to log-probability) and `text_offset`, each token's
+// offset in code points from the start of `text`.
+struct CompletionChoiceOut {
+  std::string text;
+  std::string finish_reason;  // empty in a stream's chunks before the last
+  std::optional<std::vector<TokenLogprobOut>> logprobs;
+  int64_t text_offset = 0;  // code points of text written before this chunk's (streams)
+};
+std::string completion_json(const ResponseHeader& h, std::span<const CompletionChoiceOut> choices,
+                            const Usage& u);
+std::string completion_chunk_json(const ResponseHeader& h, int index,
+                                  const CompletionChoiceOut& chunk);
 std::string completion_usage_chunk_json(const ResponseHeader& h, const Usage& u);
 
 std::string models_json(const std::string& id, int64_t created, int64_t context_length);

@@ -216,31 +216,41 @@ void Api::metrics(const http::Request&, Writer w) {
 void Api::chat(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
   ChatCompletionRequest req =
-      parse_chat_completion(body, {m.host.model().config().vocab, opt_.max_tokens});
+      parse_chat_completion(body, {m.host.model().config().vocab, opt_.max_tokens, opt_.max_n});
   check_model(m, req.params.model);
   Job job = chat_job(m, opt_, req.conversation, req.params);
   job.id = random_id("chatcmpl-");
   ResponseHeader header{job.id, unix_now(), m.id, ""};
-  job.sink = std::make_unique<OpenAiSink>(
-      w, header,
-      OpenAiSinkOptions{true, req.params.stream, req.params.include_usage, req.legacy_functions});
+  OpenAiSinkOptions so;
+  so.stream = req.params.stream;
+  so.include_usage = req.params.include_usage;
+  so.legacy_functions = req.legacy_functions;
+  if (req.params.sampler.logprobs >= 0) so.logprobs = &m.format.tokenizer();
+  job.sink = std::make_unique<OpenAiSink>(w, header, std::move(so));
   submit(std::move(job));
 }
 
 // POST /v1/completions
 void Api::completions(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
-  CompletionRequest req = parse_completion(body, {m.host.model().config().vocab, opt_.max_tokens});
+  CompletionRequest req =
+      parse_completion(body, {m.host.model().config().vocab, opt_.max_tokens, opt_.max_n});
   check_model(m, req.params.model);
   std::vector<int32_t> prompt = std::move(req.ids);
   // A raw prompt is the client's whole input, template markers included, so specials count.
   if (req.text)
     for (int id : m.format.tokenizer().encode_markup(*req.text)) prompt.push_back(id);
-  Job job = completion_job(m, opt_, std::move(prompt), req.params);
+  Job job = completion_job(m, opt_, prompt, req.params);
   job.id = random_id("cmpl-");
   ResponseHeader header{job.id, unix_now(), m.id, ""};
-  job.sink = std::make_unique<OpenAiSink>(
-      w, header, OpenAiSinkOptions{false, req.params.stream, req.params.include_usage});
+  OpenAiSinkOptions so;
+  so.chat = false;
+  so.stream = req.params.stream;
+  so.include_usage = req.params.include_usage;
+  if (req.params.sampler.logprobs >= 0) so.logprobs = &m.format.tokenizer();
+  if (req.echo) so.echo = m.format.tokenizer().decode(prompt);
+  job.input.score_prompt = req.echo && so.logprobs;
+  job.sink = std::make_unique<OpenAiSink>(w, header, std::move(so));
   submit(std::move(job));
 }
 

@@ -119,7 +119,8 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
   // One seed for the sampler and the call ids the parser draws, reported alike.
   if (!in.sampler.seed) in.sampler.seed = random_seed();
   in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "messages");
-  job.parser = m.format.parser(rp.thinking, *in.sampler.seed);
+  for (int i = 0; i < p.n; i++)
+    job.parsers.push_back(m.format.parser(rp.thinking, *in.sampler.seed + i));
   return job;
 }
 
@@ -134,7 +135,9 @@ Job completion_job(const ServingModel& m, const ServeOptions& opt, std::vector<i
   in.sampler = p.sampler;
   in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "prompt");
   // A completion shows what the model wrote, special tokens included, up to an end token.
-  job.parser = std::make_unique<TextReplyParser>(m.format.tokenizer(), in.end_ids, true);
+  for (int i = 0; i < p.n; i++)
+    job.parsers.push_back(
+        std::make_unique<TextReplyParser>(m.format.tokenizer(), in.end_ids, true));
   return job;
 }
 

@@ -1,13 +1,23 @@
 #include "server/api/openai_sink.h"
 
+#include <cmath>
+
 #include "engine/base/stopwatch.h"
 #include "protocol/openai/error.h"
 
 namespace waste {
 
 namespace {
+
 constexpr const char* kJson = "application/json";
+
+int64_t code_points(const std::string& text) {
+  int64_t n = 0;
+  for (unsigned char b : text) n += (b & 0xC0) != 0x80;
+  return n;
 }
+
+}  // namespace
 
 std::string openai_finish_reason(Finish f, bool has_tool_calls, bool legacy) {
   if (f == Finish::kLength) return "length";
@@ -19,9 +29,10 @@ OpenAiSink::OpenAiSink(std::shared_ptr<http::ResponseWriter> out, ResponseHeader
                        OpenAiSinkOptions options)
     : out_(std::move(out)),
       header_(std::move(header)),
-      opt_(options),
+      opt_(std::move(options)),
+      choices_(1),
       last_write_(SteadyClock::now()) {
-  message_.legacy_function_call = opt_.legacy_functions;
+  choices_[0].message.legacy_function_call = opt_.legacy_functions;
 }
 
 void OpenAiSink::begin() {
@@ -35,37 +46,112 @@ void OpenAiSink::begin() {
   }
 }
 
+void OpenAiSink::begin_choice(size_t index) {
+  echo_once();  // a reply that wrote no text still shows the prompt
+  choices_.resize(index + 1);
+  choices_.back().message.legacy_function_call = opt_.legacy_functions;
+  pending_.clear();
+  text_offset_ = 0;
+  if (opt_.stream && opt_.chat) {
+    ChatDelta d;
+    d.role = true;
+    write_chunk(d);
+  }
+}
+
 void OpenAiSink::prefill_progress(size_t, size_t) {
   if (!started_ || SteadyClock::now() - last_write_ < opt_.keepalive) return;
   last_write_ = SteadyClock::now();
   out_->comment("prefill in progress");
 }
 
+// JSON has no -inf: an impossible token is written as OpenAI writes one, -9999.
+double json_logprob(float lp) {
+  return std::isfinite(lp) ? (double)lp : -9999.0;
+}
+
+TokenLogprobOut OpenAiSink::entry(const TokenLogprobs& lp) const {
+  TokenLogprobOut t;
+  t.bytes = std::string(opt_.logprobs->token_bytes(lp.id));
+  t.logprob = json_logprob(lp.logprob);
+  for (auto [id, logprob] : lp.top)
+    t.top.push_back({std::string(opt_.logprobs->token_bytes(id)), json_logprob(logprob)});
+  return t;
+}
+
+void OpenAiSink::on_prompt_token(int32_t id, const TokenLogprobs* lp) {
+  if (!opt_.logprobs) return;
+  if (lp) {
+    prompt_logprobs_.push_back(entry(*lp));
+    return;
+  }
+  TokenLogprobOut first;  // nothing comes before the first prompt token: no probability
+  first.bytes = std::string(opt_.logprobs->token_bytes(id));
+  prompt_logprobs_.push_back(std::move(first));
+}
+
+void OpenAiSink::on_token(int32_t id, const TokenLogprobs* lp) {
+  if (!lp || !opt_.logprobs) return;
+  // Chat structure (the think markers, the turn's end) is not content.
+  if (opt_.chat && opt_.logprobs->is_special(id)) return;
+  pending_.push_back(entry(*lp));
+}
+
+std::optional<std::vector<TokenLogprobOut>> OpenAiSink::take_pending() {
+  if (!opt_.logprobs) return std::nullopt;
+  std::vector<TokenLogprobOut> out = std::move(pending_);
+  pending_.clear();
+  return out;
+}
+
 void OpenAiSink::write_chunk(ChatDelta d) {
   last_write_ = SteadyClock::now();
+  d.index = (int)choices_.size() - 1;
   d.legacy_function_call = opt_.legacy_functions;
   out_->event(chat_chunk_json(header_, d));
 }
 
+// A completion's text (and its tokens' log-probabilities): kept, and streamed as one chunk.
+void OpenAiSink::echo_once() {
+  Choice& c = choices_.back();
+  if (!opt_.echo || c.echoed) return;
+  c.echoed = true;
+  std::vector<TokenLogprobOut> held = std::move(pending_);
+  pending_ = prompt_logprobs_;
+  on_text(*opt_.echo);
+  pending_ = std::move(held);
+}
+
 void OpenAiSink::on_text(const std::string& text) {
   if (text.empty()) return;
+  echo_once();
+  Choice& c = choices_.back();
+  std::optional<std::vector<TokenLogprobOut>> lp = take_pending();
+  if (lp) c.logprobs.insert(c.logprobs.end(), lp->begin(), lp->end());
   if (!opt_.chat) {
-    completion_text_ += text;
-    if (opt_.stream) out_->event(completion_chunk_json(header_, text, std::nullopt));
+    c.text += text;
+    if (opt_.stream) {
+      CompletionChoiceOut chunk{text, "", std::move(lp), text_offset_};
+      out_->event(completion_chunk_json(header_, (int)choices_.size() - 1, chunk));
+    }
+    text_offset_ += code_points(text);
     return;
   }
-  message_.content += text;
+  c.message.content += text;
   if (opt_.stream) {
     ChatDelta d;
     d.content = text;
+    d.logprobs = std::move(lp);
     write_chunk(d);
   }
 }
 
 void OpenAiSink::on_event(const ReplyEvent& e) {
+  if (e.kind != ReplyEvent::Kind::kContent) pending_.clear();
+  ChatMessageOut& m = choices_.back().message;
   switch (e.kind) {
     case ReplyEvent::Kind::kReasoning: {
-      message_.reasoning += e.text;
+      m.reasoning += e.text;
       if (!opt_.stream || e.text.empty()) return;
       ChatDelta d;
       d.reasoning = e.text;
@@ -76,7 +162,7 @@ void OpenAiSink::on_event(const ReplyEvent& e) {
       on_text(e.text);
       return;
     case ReplyEvent::Kind::kToolCallStart: {
-      message_.tool_calls.push_back({e.id, e.name, ""});
+      m.tool_calls.push_back({e.id, e.name, ""});
       if (!opt_.stream) return;
       ChatDelta d;
       d.tool = ChatDelta::Tool{(int)e.tool_index, e.id, e.name, ""};
@@ -84,8 +170,7 @@ void OpenAiSink::on_event(const ReplyEvent& e) {
       return;
     }
     case ReplyEvent::Kind::kToolCallArguments: {
-      if (e.tool_index < message_.tool_calls.size())
-        message_.tool_calls[e.tool_index].arguments += e.text;
+      if (e.tool_index < m.tool_calls.size()) m.tool_calls[e.tool_index].arguments += e.text;
       if (!opt_.stream || e.text.empty()) return;
       ChatDelta d;
       d.tool = ChatDelta::Tool{(int)e.tool_index, std::nullopt, std::nullopt, e.text};
@@ -98,28 +183,50 @@ void OpenAiSink::on_event(const ReplyEvent& e) {
   }
 }
 
-void OpenAiSink::end(const DecodeResult& r) {
-  const std::string reason =
-      openai_finish_reason(r.finish, !message_.tool_calls.empty(), opt_.legacy_functions);
+void OpenAiSink::end(std::span<const DecodeResult> rs) {
+  echo_once();
   Usage u;
-  u.prompt_tokens = r.prompt_tokens;
-  u.completion_tokens = (int64_t)r.tokens.size();
-  u.cached_tokens = r.cached_tokens;
+  u.prompt_tokens = rs[0].prompt_tokens;  // prefilled once for every reply
+  u.cached_tokens = rs[0].cached_tokens;
+  for (const DecodeResult& r : rs) u.completion_tokens += (int64_t)r.tokens.size();
+  std::vector<std::string> reasons;
+  for (size_t i = 0; i < rs.size() && i < choices_.size(); i++)
+    reasons.push_back(openai_finish_reason(rs[i].finish, !choices_[i].message.tool_calls.empty(),
+                                           opt_.legacy_functions));
   if (!opt_.stream) {
-    std::string body = opt_.chat ? chat_completion_json(header_, message_, reason, u)
-                                 : completion_json(header_, completion_text_, reason, u);
+    std::string body;
+    if (opt_.chat) {
+      std::vector<ChatChoiceOut> out;
+      for (size_t i = 0; i < reasons.size(); i++) {
+        out.push_back({choices_[i].message, reasons[i], std::nullopt});
+        if (opt_.logprobs) out.back().logprobs = choices_[i].logprobs;
+      }
+      body = chat_completion_json(header_, out, u);
+    } else {
+      std::vector<CompletionChoiceOut> out;
+      for (size_t i = 0; i < reasons.size(); i++) {
+        out.push_back({choices_[i].text, reasons[i], std::nullopt, 0});
+        if (opt_.logprobs) out.back().logprobs = choices_[i].logprobs;
+      }
+      body = completion_json(header_, out, u);
+    }
     out_->send(200, kJson, std::move(body));
     return;
   }
-  if (opt_.chat) {
-    ChatDelta d;
-    d.finish_reason = reason;
-    write_chunk(d);
-    if (opt_.include_usage) out_->event(chat_usage_chunk_json(header_, u));
-  } else {
-    out_->event(completion_chunk_json(header_, "", reason));
-    if (opt_.include_usage) out_->event(completion_usage_chunk_json(header_, u));
+  for (size_t i = 0; i < reasons.size(); i++) {
+    if (opt_.chat) {
+      ChatDelta d;
+      d.index = (int)i;
+      d.finish_reason = reasons[i];
+      d.legacy_function_call = opt_.legacy_functions;
+      out_->event(chat_chunk_json(header_, d));
+    } else {
+      out_->event(completion_chunk_json(header_, (int)i, {"", reasons[i], std::nullopt, 0}));
+    }
   }
+  if (opt_.include_usage)
+    out_->event(opt_.chat ? chat_usage_chunk_json(header_, u)
+                          : completion_usage_chunk_json(header_, u));
   out_->event("[DONE]");
   out_->finish();
 }

@@ -1,12 +1,16 @@
 // A generation's output in OpenAI's shapes: chat.completion (one body) or chat.completion.chunk
-// events, text_completion likewise. Streams begin when the worker takes the job, stay alive with
-// SSE comments through a long prefill, and end with [DONE].
+// events, text_completion likewise, with one choice per reply (`n`) and log-probabilities when
+// asked. Streams begin when the worker takes the job, stay alive with SSE comments through a long
+// prefill, and end with [DONE].
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "engine/tokenizer/tokenizer.h"
 #include "protocol/openai/response.h"
 #include "server/http/http.h"
 #include "server/runtime/engine_worker.h"
@@ -19,6 +23,10 @@ struct OpenAiSinkOptions {
   bool include_usage = false;
   bool legacy_functions = false;  // the request used `functions`: answer with `function_call`
   std::chrono::milliseconds keepalive{5000};  // SSE comment interval while nothing is written
+  // Log-probabilities are reported (the tokenizer spells the ids); null: none.
+  const Tokenizer* logprobs = nullptr;
+  // Completions with `echo`: the prompt's text, written before each choice's reply.
+  std::optional<std::string> echo;
 };
 
 class OpenAiSink final : public JobSink {
@@ -28,21 +36,38 @@ class OpenAiSink final : public JobSink {
 
   bool cancelled() override { return out_->closed(); }
   void prefill_progress(size_t done, size_t total) override;
+  void on_prompt_token(int32_t id, const TokenLogprobs* logprobs) override;
+  void on_token(int32_t id, const TokenLogprobs* logprobs) override;
   void on_event(const ReplyEvent& e) override;
+  void begin_choice(size_t index) override;
   void begin() override;
-  void end(const DecodeResult& r) override;
+  void end(std::span<const DecodeResult> replies) override;
   void fail(int status, const std::string& message, const std::string& code) override;
 
  private:
+  // What one reply has produced so far.
+  struct Choice {
+    ChatMessageOut message;
+    std::string text;  // completions
+    std::vector<TokenLogprobOut> logprobs;
+    bool echoed = false;  // a stream wrote the echo
+  };
   void write_chunk(ChatDelta d);
   void on_text(const std::string& text);
+  void echo_once();
+  std::optional<std::vector<TokenLogprobOut>> take_pending();
+  TokenLogprobOut entry(const TokenLogprobs& lp) const;
 
   std::shared_ptr<http::ResponseWriter> out_;
   ResponseHeader header_;
   OpenAiSinkOptions opt_;
   bool started_ = false;  // the event stream is open
-  ChatMessageOut message_;
-  std::string completion_text_;
+  std::vector<Choice> choices_;
+  // Reported tokens whose text has not reached the content yet: they join the content delta
+  // that carries it, and are dropped when reasoning or a tool call takes them instead.
+  std::vector<TokenLogprobOut> pending_;
+  std::vector<TokenLogprobOut> prompt_logprobs_;  // echo: the prompt's tokens
+  int64_t text_offset_ = 0;                       // code points written in this choice's text
   std::chrono::steady_clock::time_point last_write_;
 };
 

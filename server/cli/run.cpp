@@ -59,7 +59,7 @@ SamplerParams sampler_params(const Args& a) {
 class RunSink final : public ReplySink {
  public:
   RunSink(bool print, bool ids) : print_(print), ids_(ids) {}
-  void on_token(int32_t id) override {
+  void on_token(int32_t id, const TokenLogprobs*) override {
     if (!print_ || !ids_) return;
     fmt::print("{}{}", first_ ? "" : " ", id);
     first_ = false;

@@ -1,6 +1,7 @@
 #include "server/runtime/decoder.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/base/error.h"
 #include "engine/base/stopwatch.h"
@@ -77,6 +78,12 @@ bool Decoder::prefill(Session& s, const DecodeInput& in, ReplySink& sink, Decode
   const std::vector<int32_t>& p = in.prompt;
   if (p.empty()) fail<UsageError>("the prompt is empty");
   const std::span<const uint64_t> keys = media_keys(in.images.get());
+  if (in.score_prompt) {
+    s = model_.new_session(s.ctx());
+    if (!score(s, in, sink)) return false;
+    r.prefill_seconds = seconds_since(t0);
+    return true;
+  }
   const bool continues = !s.broken && s.tokens.size() < p.size() &&
                          std::equal(s.tokens.begin(), s.tokens.end(), p.begin());
   if (!continues) s = model_.new_session(s.ctx());
@@ -95,6 +102,19 @@ bool Decoder::prefill(Session& s, const DecodeInput& in, ReplySink& sink, Decode
   return true;
 }
 
+bool Decoder::score(Session& s, const DecodeInput& in, ReplySink& sink) {
+  Sampler scorer(in.sampler, model_.config().vocab);
+  const std::vector<int32_t>& p = in.prompt;
+  sink.on_prompt_token(p[0], nullptr);
+  for (size_t at = 0; at < p.size(); at++) {
+    if (sink.cancelled()) return false;
+    model_.forward(s, std::span<const int32_t>(&p[at], 1), logits_.data());
+    sink.prefill_progress(at + 1, p.size());
+    if (at + 1 < p.size()) sink.on_prompt_token(p[at + 1], &scorer.score(logits_, {}, p[at + 1]));
+  }
+  return true;
+}
+
 int32_t Decoder::next_token(DecodeInput& in, Sampler& sampler,
                             const std::vector<int32_t>& generated) {
   if (!in.constraint) return sampler.sample(logits_, generated);
@@ -106,15 +126,52 @@ int32_t Decoder::next_token(DecodeInput& in, Sampler& sampler,
 }
 
 DecodeResult Decoder::run(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink) {
-  DecodeResult r;
-  r.prompt_tokens = (int64_t)in.prompt.size();
+  ReplyParser* const one[] = {parser};
+  return std::move(run(s, in, one, sink).front());
+}
+
+std::vector<DecodeResult> Decoder::run(Session& s, DecodeInput& in,
+                                       std::span<ReplyParser* const> parsers, ReplySink& sink) {
+  if (parsers.empty()) fail<UsageError>("a generation needs at least one reply");
+  std::vector<DecodeResult> out(1);
+  out[0].prompt_tokens = (int64_t)in.prompt.size();
+  logits_.assign((size_t)model_.config().vocab, 0.0f);
+  if (!prefill(s, in, sink, out[0])) {
+    out[0].finish = Finish::kCancelled;
+    return out;
+  }
+  // What every reply after the first starts from.
+  std::optional<Session> prompt_state;
+  std::vector<float> prompt_logits;
+  std::unique_ptr<TokenConstraint> fresh;
+  if (parsers.size() > 1) {
+    prompt_state = s;
+    prompt_logits = logits_;
+    if (in.constraint) fresh = std::make_unique<TokenConstraint>(*in.constraint);
+  }
+  const std::optional<uint64_t> seed = in.sampler.seed;
+  for (size_t i = 0; i < parsers.size(); i++) {
+    if (i > 0) {
+      s = *prompt_state;
+      logits_ = prompt_logits;
+      if (fresh) in.constraint = std::make_unique<TokenConstraint>(*fresh);
+      if (seed) in.sampler.seed = *seed + i;
+      out.push_back(DecodeResult{});
+      out[i].prompt_tokens = out[0].prompt_tokens;
+      out[i].cached_tokens = out[0].cached_tokens;
+      sink.begin_choice(i);
+    }
+    decode(s, in, parsers[i], sink, out[i]);
+    if (out[i].finish == Finish::kCancelled) break;
+  }
+  in.sampler.seed = seed;
+  return out;
+}
+
+void Decoder::decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink,
+                     DecodeResult& r) {
   Sampler sampler(in.sampler, model_.config().vocab);
   r.seed = sampler.seed();
-  logits_.assign((size_t)model_.config().vocab, 0.0f);
-  if (!prefill(s, in, sink, r)) {
-    r.finish = Finish::kCancelled;
-    return r;
-  }
   auto t0 = SteadyClock::now();
   StopFilter out(in.stop, sink);
   size_t forced = 0;
@@ -124,10 +181,11 @@ DecodeResult Decoder::run(Session& s, DecodeInput& in, ReplyParser* parser, Repl
       r.finish = Finish::kCancelled;
       break;
     }
-    int32_t id =
-        forced < in.forced.size() ? in.forced[forced++] : next_token(in, sampler, r.tokens);
+    const bool sampled = forced >= in.forced.size();
+    int32_t id = sampled ? next_token(in, sampler, r.tokens) : in.forced[forced++];
     r.tokens.push_back(id);
-    sink.on_token(id);
+    const bool report = sampled && in.sampler.logprobs >= 0;
+    sink.on_token(id, report ? &sampler.last_logprobs() : nullptr);
     const bool end = std::find(in.end_ids.begin(), in.end_ids.end(), id) != in.end_ids.end();
     if (parser) out.push(parser->push(id));
     // A grammar with no end token of its own (the raw format) ends the reply when complete.
@@ -140,10 +198,9 @@ DecodeResult Decoder::run(Session& s, DecodeInput& in, ReplyParser* parser, Repl
     model_.forward(s, std::span<const int32_t>(&r.tokens.back(), 1), logits_.data());
   }
   r.decode_seconds = seconds_since(t0);
-  if (r.finish == Finish::kCancelled) return r;
+  if (r.finish == Finish::kCancelled) return;
   if (parser) out.push(parser->finish());
   if (cache_) cache_->put(s, media_keys(in.images.get()));
-  return r;
 }
 
 }  // namespace waste

@@ -9,6 +9,9 @@
 //   - max_new tokens generated, or prompt + reply filling the context   -> Finish::kLength
 //   - the sink reports the client gone                                  -> Finish::kCancelled
 // Events reach the sink as they happen; content never includes any part of a stop string.
+// Several replies to one prompt (OpenAI's `n`) prefill it once: each reply after the first starts
+// from a copy of the prompt's state and logits, with a fresh copy of the constraint, its own
+// parser and the seed plus its index.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,10 @@ struct DecodeInput {
   std::vector<std::string> stop;
   SamplerParams sampler;
   int64_t max_new = 0;  // tokens to generate at most
+  // Report each prompt token's log-probability (sampler.logprobs alternatives) to the sink. The
+  // prompt is then computed position by position, every position's logits, with no snapshot
+  // restored: slow, for scoring text (completions' echo).
+  bool score_prompt = false;
 };
 
 enum class Finish { kEnd, kStop, kLength, kCancelled };
@@ -47,10 +54,10 @@ const char* finish_name(Finish f);
 struct DecodeResult {
   Finish finish = Finish::kEnd;
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;    // prompt positions restored instead of computed
-  std::vector<int32_t> tokens;  // the reply's ids, forced ones included
-  uint64_t seed = 0;            // the sampler's seed, for reports
-  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t cached_tokens = 0;                       // prompt positions restored instead of computed
+  std::vector<int32_t> tokens;                     // the reply's ids, forced ones included
+  uint64_t seed = 0;                               // the sampler's seed, for reports
+  double prefill_seconds = 0, decode_seconds = 0;  // prefill: 0 for the replies after the first
 };
 
 // Where a generation's output goes. Called on the model's thread.
@@ -63,8 +70,14 @@ class ReplySink {
   virtual void prefill_progress(size_t done, size_t total) {}
   // One event of the reply, in order.
   virtual void on_event(const ReplyEvent& e) = 0;
-  // Each reply id as it is chosen (before its events).
-  virtual void on_token(int32_t id) {}
+  // Each reply id as it is chosen (before its events), with the sampler's report when it was
+  // drawn and SamplerParams::logprobs asked for one (null for forced ids).
+  virtual void on_token(int32_t id, const TokenLogprobs* logprobs) {}
+  // With DecodeInput::score_prompt: each prompt id in order, the first with no report (nothing
+  // predicts it), the others with the distribution after the ids before them.
+  virtual void on_prompt_token(int32_t id, const TokenLogprobs* logprobs) {}
+  // Reply `index` (1, 2, ...) of several begins; the events that follow are its own.
+  virtual void begin_choice(size_t index) {}
 };
 
 class Decoder {
@@ -77,13 +90,19 @@ class Decoder {
   // `parser` reads the reply (the family's, or plain text; null when only ids are wanted). Engine
   // errors propagate; the session is then marked broken.
   DecodeResult run(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink);
+  // parsers.size() replies (at least one; an entry may be null), in order; the result stops at
+  // the first cancelled one.
+  std::vector<DecodeResult> run(Session& s, DecodeInput& in, std::span<ReplyParser* const> parsers,
+                                ReplySink& sink);
   // The logits after the last position run() computed (vocab floats).
   const std::vector<float>& logits() const { return logits_; }
 
  private:
   bool prefill(Session& s, const DecodeInput& in, ReplySink& sink, DecodeResult& r);
+  bool score(Session& s, const DecodeInput& in, ReplySink& sink);
   bool feed(Session& s, const DecodeInput& in, size_t from, size_t to, float* logits,
             ReplySink& sink);
+  void decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink, DecodeResult& r);
   int32_t next_token(DecodeInput& in, Sampler& sampler, const std::vector<int32_t>& generated);
 
   Model& model_;

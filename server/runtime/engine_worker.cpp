@@ -1,5 +1,6 @@
 #include "server/runtime/engine_worker.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "engine/base/error.h"
@@ -18,7 +19,11 @@ class CuttableSink final : public ReplySink {
     inner_.prefill_progress(done, total);
   }
   void on_event(const ReplyEvent& e) override { inner_.on_event(e); }
-  void on_token(int32_t id) override { inner_.on_token(id); }
+  void on_token(int32_t id, const TokenLogprobs* lp) override { inner_.on_token(id, lp); }
+  void begin_choice(size_t index) override { inner_.begin_choice(index); }
+  void on_prompt_token(int32_t id, const TokenLogprobs* lp) override {
+    inner_.on_prompt_token(id, lp);
+  }
 
  private:
   JobSink& inner_;
@@ -117,12 +122,15 @@ void EngineWorker::run(Job& job) {
     spdlog::info("{} cancelled while queued ({:.2f} s)", job.id, queued);
     return;
   }
-  DecodeResult r;
+  std::vector<DecodeResult> rs;
   CuttableSink sink(*job.sink, cut_);
   try {
     job.sink->begin();
     Session s = model_.new_session(opt_.ctx);
-    r = decoder_.run(s, job.input, job.parser.get(), sink);
+    std::vector<ReplyParser*> parsers;
+    for (const auto& p : job.parsers) parsers.push_back(p.get());
+    if (parsers.empty()) parsers.push_back(nullptr);
+    rs = decoder_.run(s, job.input, parsers, sink);
   } catch (const std::exception& e) {
     counters_.failed++;
     counters_.failed_in_a_row++;
@@ -136,28 +144,37 @@ void EngineWorker::run(Job& job) {
     return;
   }
   counters_.failed_in_a_row = 0;
-  count(r);
-  if (r.finish != Finish::kCancelled)
-    job.sink->end(r);
+  count(rs);
+  const DecodeResult& last = rs.back();
+  if (last.finish != Finish::kCancelled)
+    job.sink->end(rs);
   else if (cut_)
     job.sink->fail(503, "the server is shutting down; this reply was cut short", "shutting_down");
+  size_t out = 0;
+  double decode = 0;
+  for (const DecodeResult& r : rs) out += r.tokens.size(), decode += r.decode_seconds;
   spdlog::info(
-      "{} {} tokens in ({} cached), {} out, queue {:.2f} s, prefill {:.2f} s, decode {:.2f} s, {}",
-      job.id, r.prompt_tokens, r.cached_tokens, r.tokens.size(), queued, r.prefill_seconds,
-      r.decode_seconds,
-      r.finish != Finish::kCancelled ? std::string("finish: ") + finish_name(r.finish)
-      : cut_                         ? "cut: shutting down"
-                                     : "cancelled: client gone");
+      "{} {} tokens in ({} cached), {} out{}, queue {:.2f} s, prefill {:.2f} s, decode {:.2f} s, "
+      "{}",
+      job.id, rs[0].prompt_tokens, rs[0].cached_tokens, out,
+      rs.size() > 1 ? fmt::format(" in {} replies", rs.size()) : "", queued, rs[0].prefill_seconds,
+      decode,
+      last.finish != Finish::kCancelled ? std::string("finish: ") + finish_name(last.finish)
+      : cut_                            ? "cut: shutting down"
+                                        : "cancelled: client gone");
 }
 
 // Counted before the answer goes out, so a client that reads /metrics after its response sees it.
-void EngineWorker::count(const DecodeResult& r) {
-  counters_.prompt_tokens += (uint64_t)r.prompt_tokens;
-  counters_.completion_tokens += (uint64_t)r.tokens.size();
-  counters_.cached_tokens += (uint64_t)r.cached_tokens;
-  counters_.prefill_micros += (uint64_t)(r.prefill_seconds * 1e6);
-  counters_.decode_micros += (uint64_t)(r.decode_seconds * 1e6);
-  if (r.finish == Finish::kCancelled) counters_.cancelled++;
+void EngineWorker::count(std::span<const DecodeResult> rs) {
+  // The prompt is prefilled once for all the replies.
+  counters_.prompt_tokens += (uint64_t)rs[0].prompt_tokens;
+  counters_.cached_tokens += (uint64_t)rs[0].cached_tokens;
+  counters_.prefill_micros += (uint64_t)(rs[0].prefill_seconds * 1e6);
+  for (const DecodeResult& r : rs) {
+    counters_.completion_tokens += (uint64_t)r.tokens.size();
+    counters_.decode_micros += (uint64_t)(r.decode_seconds * 1e6);
+  }
+  if (rs.back().finish == Finish::kCancelled) counters_.cancelled++;
 }
 
 }  // namespace waste

@@ -10,8 +10,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/model/model.h"
 #include "prompt_templates/reply_parser.h"
@@ -25,8 +27,9 @@ class JobSink : public ReplySink {
  public:
   // The worker took the job (a stream starts here).
   virtual void begin() {}
-  // The reply is complete (not called when cancelled): the final chunks, or the whole body.
-  virtual void end(const DecodeResult& r) = 0;
+  // Every reply is complete (not called when one was cancelled): the final chunks, or the whole
+  // body. One result per reply, in order.
+  virtual void end(std::span<const DecodeResult> replies) = 0;
   // The job failed (`status` 500 for an engine error, 503 when the server stops before it ran):
   // an error body, or an error event that ends a stream that already began.
   virtual void fail(int status, const std::string& message, const std::string& code) = 0;
@@ -35,7 +38,8 @@ class JobSink : public ReplySink {
 struct Job {
   std::string id;  // for logs
   DecodeInput input;
-  std::unique_ptr<ReplyParser> parser;  // null when only ids are wanted
+  // One per reply (OpenAI's n, at least one); an entry is null when only ids are wanted.
+  std::vector<std::unique_ptr<ReplyParser>> parsers;
   std::unique_ptr<JobSink> sink;
   std::chrono::steady_clock::time_point enqueued;
 };
@@ -83,7 +87,7 @@ class EngineWorker {
  private:
   void loop();
   void run(Job& job);
-  void count(const DecodeResult& r);
+  void count(std::span<const DecodeResult> replies);
 
   Model& model_;
   WorkerOptions opt_;

@@ -143,4 +143,47 @@ await assert.rejects(
   }),
   (e) => e.status === 400 && /messages\[0\]\.content\[0\]/.test(e.message),
 );
+// logprobs and n as the SDK types them: two choices, each content token with its alternatives;
+// streamed, the SDK's accumulated snapshot carries the logprobs too.
+const scored = await client.chat.completions.create({
+  model,
+  messages: [{ role: "user", content: "Hello from the SDK" }],
+  max_tokens: 6,
+  temperature: 0.9,
+  seed: 3,
+  n: 2,
+  logprobs: true,
+  top_logprobs: 2,
+  thinking: { type: "disabled" },
+});
+assert.equal(scored.choices.length, 2);
+assert.deepEqual(scored.choices.map((c) => c.index), [0, 1]);
+for (const c of scored.choices) {
+  assert.ok(Array.isArray(c.logprobs.content), JSON.stringify(c));
+  for (const t of c.logprobs.content) {
+    assert.equal(typeof t.token, "string");
+    assert.ok(t.logprob <= 0 && t.top_logprobs.length === 2, JSON.stringify(t));
+  }
+}
+assert.equal(scored.usage.completion_tokens, 12);
+const runner = client.chat.completions.stream({
+  model,
+  messages: [{ role: "user", content: "Hello from the SDK" }],
+  max_tokens: 6,
+  temperature: 0.9,
+  seed: 3,
+  logprobs: true,
+  top_logprobs: 2,
+  thinking: { type: "disabled" },
+});
+const final = await runner.finalChatCompletion();
+assert.equal(final.choices[0].message.content, scored.choices[0].message.content);
+assert.equal(final.choices[0].logprobs.content.length, scored.choices[0].logprobs.content.length);
+
+// Legacy completions: echo and integer logprobs in their old shape.
+const legacy = await client.completions.create({
+  model, prompt: "Hello", max_tokens: 0, echo: true, logprobs: 1, temperature: 0,
+});
+assert.equal(legacy.choices[0].text, "Hello");
+assert.equal(legacy.choices[0].logprobs.token_logprobs[0], null);
 console.log("openai sdk: ok");
