@@ -66,7 +66,7 @@ const Command kCommands[] = {
      "stdin)"},
     {"render", waste::cli::cmd_render,
      "waste render (MODEL | --tokenizer FILE [--specials FILE]) [--no-thinking] [--effort E] "
-     "[--no-generation-prompt] < request.json"},
+     "[--no-generation-prompt] < request.json   (image parts need MODEL)"},
     {"schema", waste::cli::cmd_schema,
      "waste schema (MODEL | --tokenizer FILE [--specials FILE]) SCHEMA.json [--bench N] "
      "[--steps N] [--seed S] [--json]"},

@@ -41,6 +41,24 @@ TEST(RegexDfa, AnchorsClassesAndRepeats) {
   EXPECT_FALSE(dfa_matches(neg, "a\"b"));  // never needs an escape
 }
 
+// The subset construction stops at its work budget, so a pattern whose DFA explodes costs a
+// bounded time (the fuzzer's slowest took 1.3 s to reach the state limit, now tens of ms).
+TEST(RegexDfa, AWorkBudgetBoundsTheConstruction) {
+  const char* zod_uuid =
+      "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+  EXPECT_NO_THROW(compile_pattern(zod_uuid, StringAlphabet::kJsonUnescaped));
+  try {
+    compile_pattern(zod_uuid, StringAlphabet::kJsonUnescaped, 100);
+    ADD_FAILURE() << "accepted past the budget";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "pattern is too complex");
+  }
+  // Unanchored, each '.' doubles the states the DFA needs: refused by the budget long before.
+  EXPECT_THROW(
+      compile_pattern("Z]c.................................N5", StringAlphabet::kJsonUnescaped),
+      UsageError);
+}
+
 TEST(RegexDfa, RefusesWhatItCannotDoByName) {
   auto message = [](const char* p) {
     try {

@@ -388,6 +388,13 @@ TEST(K3ReplyMalformed, TruncatedMidArgumentAndMidHeader) {
                    .ids());
   EXPECT_EQ(r.tool_calls[0].arguments, R"({"city": "Par", "n": 4})");
 
+  // Cut after the call's header, before any argument began: the call is kept, with an empty
+  // object (finish_reason says "length"; the arguments generated so far are none).
+  r = parse_k3(Reply().close("think").open("tools").open("call", {{"tool", "f"}}).ids());
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].name, "f");
+  EXPECT_EQ(r.tool_calls[0].arguments, "{}");
+
   // A tag cut off before its <|sep|> says nothing: no call is started.
   r = parse_k3(
       Reply().close("think").open("tools").id(special("<|open|>")).text("call tool=\"f").ids());

@@ -60,6 +60,35 @@ class VisionServerTest : public ::testing::Test {
 };
 test::TempDir* VisionServerTest::dir_ = nullptr;
 
+// `waste render MODEL` builds the daemon's prompt for an image request: the media block names
+// the size, its pad is widened to the image's positions, and the ids are as many as the daemon
+// counts; without a model that sizes images it says what is missing.
+TEST_F(VisionServerTest, RenderBuildsTheDaemonsMediaBlock) {
+  test::TempDir t;
+  const std::string body = request(test::png_data_url(100, 60, 1));
+  test::write_file(t / "req.json", body);
+  std::string out;
+  const std::string waste = test::waste_binary().string();
+  ASSERT_EQ(test::run_command(waste + " render " + k3() + " < " + (t / "req.json").string(), &out),
+            0)
+      << out;
+  auto r = parse(out);
+  EXPECT_NE(simdjson::minify(r["segments"]).find("image 100x60"), std::string::npos) << out;
+  const int64_t positions = int64_t(r["images"].at(0)["positions"]);
+  EXPECT_GT(positions, 1);
+  auto d = start({k3()});
+  HttpResponse h = http_request(d->port(), "POST", "/v1/chat/completions", body);
+  ASSERT_EQ(h.status, 200) << h.body;
+  EXPECT_EQ((int64_t)r["token_ids"].get_array().size(),
+            int64_t(parse(h.body)["usage"]["prompt_tokens"]));
+  for (const std::string& other :
+       {" render " + kl(), " render --tokenizer " + k3() + "/tokenizer.model"}) {
+    EXPECT_NE(test::run_command(waste + other + " < " + (t / "req.json").string() + " 2>&1", &out),
+              0);
+    EXPECT_TRUE(out.find("image") != std::string::npos) << out;
+  }
+}
+
 TEST_F(VisionServerTest, ImagePartsAreAnsweredAndSnapshotsAreKeyedByImage) {
   auto d = start({k3()});
   const std::string a = test::png_data_url(100, 60, 1), b = test::png_data_url(100, 60, 2);

@@ -537,10 +537,12 @@ struct StateSetHash {
   }
 };
 
-ByteDfa determinize(const Nfa& n, int start, int final_state, const ByteSet& alphabet) {
+ByteDfa determinize(const Nfa& n, int start, int final_state, const ByteSet& alphabet,
+                    uint64_t max_work) {
   ByteDfa d;
   std::unordered_map<std::vector<int>, int, StateSetHash> ids;
   std::vector<std::vector<int>> sets;
+  uint64_t work = 0;
   auto intern = [&](std::vector<int> set) {
     auto [it, fresh] = ids.emplace(set, (int)sets.size());
     if (fresh) {
@@ -564,9 +566,12 @@ ByteDfa determinize(const Nfa& n, int start, int final_state, const ByteSet& alp
     d.accepting.push_back(std::binary_search(sets[i].begin(), sets[i].end(), final_state));
     for (int c = 0; c < classes; ++c) {
       std::vector<int> to;
+      work += sets[i].size();
       for (int s : sets[i])
         if (n.states[s].to >= 0 && n.states[s].on.test(first_byte[c])) to.push_back(n.states[s].to);
       if (!to.empty()) closure(to);
+      work += to.size();
+      if (work > max_work) fail<UsageError>("pattern is too complex");
       to_class[c] = to.empty() ? -1 : intern(std::move(to));
     }
     for (int b = 0; b < 256; ++b)
@@ -611,11 +616,11 @@ ByteDfa prune(const ByteDfa& d) {
 
 }  // namespace
 
-ByteDfa compile_pattern(std::string_view pattern, StringAlphabet alphabet) {
+ByteDfa compile_pattern(std::string_view pattern, StringAlphabet alphabet, uint64_t max_work) {
   AstPtr ast = Parser(pattern).parse();
   Nfa nfa;
   auto [start, end] = NfaBuilder(nfa).emit(*ast);
-  return prune(determinize(nfa, start, end, alphabet_bytes(alphabet)));
+  return prune(determinize(nfa, start, end, alphabet_bytes(alphabet), max_work));
 }
 
 ByteDfa intersect_dfas(const ByteDfa& a, const ByteDfa& b) {
