@@ -123,6 +123,11 @@ const std::vector<ServeOption>& options() {
          [](ServeOptions& o, const std::string& v) { o.allow_tga_psd = parse_bool(v); }},
         {{"--model-name", "WASTE_MODEL_NAME", "model_name", "model id in /v1/models"},
          [](ServeOptions& o, const std::string& v) { o.model_name = v; }},
+        {{"--model-alias", "WASTE_MODEL_ALIAS", "model_alias",
+          "another name requests may use for the model (repeatable, or comma-separated)"},
+         [](ServeOptions& o, const std::string& v) {
+           for (std::string& a : option_list(v)) o.model_aliases.push_back(std::move(a));
+         }},
         {{"--log-level", "WASTE_LOG_LEVEL", "log_level", "debug, info, warn or error"},
          [](ServeOptions& o, const std::string& v) {
            if (v != "debug" && v != "info" && v != "warn" && v != "error")

@@ -40,6 +40,8 @@ struct ServeOptions {
   int64_t max_image_patches = 0;  // per image; 0: the container's vision.json max_patches
   bool allow_tga_psd = false;     // TGA (declared as image/x-tga) and PSD images
   std::string model_name;         // id reported by /v1/models; default: the folder name
+  // Other names requests may give the served model (an agent's "claude-..." or "gpt-...").
+  std::vector<std::string> model_aliases;
   std::string log_level = "info";
 };
 

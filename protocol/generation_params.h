@@ -22,4 +22,11 @@ struct GenerationParams {
   // Log-probabilities go in sampler.logprobs (-1: none; else the alternatives per token).
 };
 
+// What the server allows a request, for every API's parser.
+struct RequestLimits {
+  int vocab = 0;               // logit_bias and prompt ids must lie below it (0: not checked)
+  int64_t max_tokens_cap = 0;  // 0: no cap beyond the context
+  int max_n = 8;               // the most replies `n` may ask for
+};
+
 }  // namespace waste

@@ -32,6 +32,10 @@ class RecordingWriter final : public http::ResponseWriter {
     calls.push_back("event " + data);
     return true;
   }
+  bool named_event(const std::string& name, const std::string& data) override {
+    calls.push_back("event:" + name + " " + data);
+    return true;
+  }
   bool comment(const std::string& text) override {
     calls.push_back("comment " + text);
     return true;

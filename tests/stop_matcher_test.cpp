@@ -24,6 +24,14 @@ TEST(StopMatcher, AStopInsideOnePush) {
   EXPECT_EQ(m.flush(), "");
 }
 
+// The Messages API reports which stop sequence ended the reply: the one that occurs first.
+TEST(StopMatcher, SaysWhichStopMatched) {
+  StopMatcher m({"zz", "b", "END"});
+  EXPECT_EQ(m.matched(), "");
+  EXPECT_EQ(m.push("aENDb"), "a");
+  EXPECT_EQ(m.matched(), "END");
+}
+
 TEST(StopMatcher, AStopAcrossPushesIsHeldBackUntilDecided) {
   StopMatcher m({"END"});
   EXPECT_EQ(m.push("aE"), "a");

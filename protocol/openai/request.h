@@ -15,12 +15,6 @@
 
 namespace waste {
 
-struct RequestLimits {
-  int vocab = 0;               // logit_bias and prompt ids must lie below it (0: not checked)
-  int64_t max_tokens_cap = 0;  // 0: no cap beyond the context
-  int max_n = 8;               // the most replies `n` may ask for
-};
-
 struct ChatCompletionRequest {
   Conversation conversation;
   GenerationParams params;

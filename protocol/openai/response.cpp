@@ -222,14 +222,25 @@ std::string completion_usage_chunk_json(const ResponseHeader& h, const Usage& u)
   return w.end_object().str();
 }
 
-std::string models_json(const std::string& id, int64_t created, int64_t context_length) {
-  JsonWriter w;
-  w.begin_object().key("object").value("list").key("data").begin_array();
+void model_object(JsonWriter& w, const std::string& id, int64_t created, int64_t context_length) {
   w.begin_object().key("id").value(id).key("object").value("model").key("created").value(created);
   w.key("owned_by").value("waste").key("context_length").value(context_length);
   w.key("max_model_len").value(context_length);
-  w.end_object().end_array();
+  w.end_object();
+}
+
+std::string models_json(const std::string& id, int64_t created, int64_t context_length) {
+  JsonWriter w;
+  w.begin_object().key("object").value("list").key("data").begin_array();
+  model_object(w, id, created, context_length);
+  w.end_array();
   return w.end_object().str();
+}
+
+std::string model_json(const std::string& id, int64_t created, int64_t context_length) {
+  JsonWriter w;
+  model_object(w, id, created, context_length);
+  return w.str();
 }
 
 }  // namespace waste

@@ -93,5 +93,7 @@ std::string completion_chunk_json(const ResponseHeader& h, int index,
 std::string completion_usage_chunk_json(const ResponseHeader& h, const Usage& u);
 
 std::string models_json(const std::string& id, int64_t created, int64_t context_length);
+// One model object, as GET /v1/models/{id} answers.
+std::string model_json(const std::string& id, int64_t created, int64_t context_length);
 
 }  // namespace waste

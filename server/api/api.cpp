@@ -7,10 +7,13 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/experts/planner.h"
+#include "protocol/anthropic/messages_request.h"
+#include "protocol/anthropic/messages_response.h"
 #include "protocol/json/json_writer.h"
 #include "protocol/openai/error.h"
 #include "protocol/openai/request.h"
 #include "protocol/openai/response.h"
+#include "server/api/anthropic_sink.h"
 #include "server/api/chat_job.h"
 #include "server/api/openai_sink.h"
 
@@ -38,14 +41,18 @@ int64_t unix_now() {
 
 }  // namespace
 
-void send_api_error(http::ResponseWriter& w, const ApiError& e) {
+void send_api_error(http::ResponseWriter& w, const ApiError& e, ErrorShape shape) {
   std::map<std::string, std::string> extra;
   if (e.status == 429) extra.emplace("Retry-After", "2");
   if (e.status == 503) extra.emplace("Retry-After", "5");
-  w.send(e.status, kJson, openai_error_body(e), extra);
+  w.send(e.status, kJson,
+         shape == ErrorShape::kAnthropic ? anthropic_error_body(e.status, e.message)
+                                         : openai_error_body(e),
+         extra);
 }
 
-std::string api_error_body(const std::string&, const http::Refusal& r) {
+std::string api_error_body(const std::string& path, const http::Refusal& r) {
+  if (path.starts_with("/v1/messages")) return anthropic_error_body(r.status, r.message);
   return openai_refusal_body(r.status, r.message, r.code);
 }
 
@@ -95,39 +102,45 @@ void Api::register_routes(http::Server& s) {
   auto bind = [this](void (Api::*f)(const http::Request&, Writer)) {
     return [this, f](const http::Request& r, Writer w) { (this->*f)(r, std::move(w)); };
   };
-  auto prepared = [this](void (Api::*f)(const std::string&, const Writer&)) {
-    return [this, f](const http::Request& r, Writer w) {
-      prepare(r, w,
-              [this, f](const std::string& body, const Writer& out) { (this->*f)(body, out); });
+  auto prepared = [this](void (Api::*f)(const std::string&, const Writer&),
+                         ErrorShape shape = ErrorShape::kOpenAi) {
+    return [this, f, shape](const http::Request& r, Writer w) {
+      prepare(
+          r, w, [this, f](const std::string& body, const Writer& out) { (this->*f)(body, out); },
+          shape);
     };
   };
   s.route("GET", "/health", bind(&Api::health));
   s.route("GET", "/v1/models", bind(&Api::models));
+  s.route("GET", "/v1/models/", bind(&Api::model));
   s.route("GET", "/metrics", bind(&Api::metrics));
   s.route("POST", "/v1/chat/completions", prepared(&Api::chat));
   s.route("POST", "/v1/completions", prepared(&Api::completions));
+  s.route("POST", "/v1/messages", prepared(&Api::messages, ErrorShape::kAnthropic));
+  s.route("POST", "/v1/messages/count_tokens",
+          prepared(&Api::count_tokens, ErrorShape::kAnthropic));
 }
 
-bool Api::not_ready(const Writer& w) const {
+bool Api::not_ready(const Writer& w, ErrorShape shape) const {
   if (ready_) return false;
-  send_api_error(*w, ApiError(503, "the model is still loading", "", "model_loading"));
+  send_api_error(*w, ApiError(503, "the model is still loading", "", "model_loading"), shape);
   return true;
 }
 
-void Api::prepare(const http::Request& r, const Writer& w,
-                  std::function<void(const std::string&, const Writer&)> work) {
-  if (not_ready(w)) return;
+void Api::prepare(const http::Request& r, const Writer& w, Work work, ErrorShape shape) {
+  if (not_ready(w, shape)) return;
   if (draining_)
-    return send_api_error(*w, ApiError(503, "the server is shutting down", "", "shutting_down"));
-  pool_->post([w, work = std::move(work), body = r.body] {
+    return send_api_error(*w, ApiError(503, "the server is shutting down", "", "shutting_down"),
+                          shape);
+  pool_->post([w, work = std::move(work), body = r.body, shape] {
     if (w->closed()) return;  // the client left while the request waited
     try {
       work(body, w);
     } catch (const ApiError& e) {
-      send_api_error(*w, e);
+      send_api_error(*w, e, shape);
     } catch (const std::exception& e) {
       spdlog::error("preparing a request failed: {}", e.what());
-      send_api_error(*w, ApiError(500, fmt::format("internal error: {}", e.what())));
+      send_api_error(*w, ApiError(500, fmt::format("internal error: {}", e.what())), shape);
     }
   });
 }
@@ -170,6 +183,19 @@ void Api::health(const http::Request&, Writer w) {
 void Api::models(const http::Request&, Writer w) {
   if (not_ready(w)) return;
   w->send(200, kJson, models_json(model_->id, created_, model_->host.ctx()));
+}
+
+// The model object for the served id or an alias; 404 in OpenAI's shape for any other.
+void Api::model(const http::Request& r, Writer w) {
+  if (not_ready(w)) return;
+  const std::string id = r.path.substr(std::string("/v1/models/").size());
+  try {
+    if (id.empty()) throw ApiError(404, "the model '' does not exist", "model", "model_not_found");
+    check_model(*model_, id);
+  } catch (const ApiError& e) {
+    return send_api_error(*w, e);
+  }
+  w->send(200, kJson, model_json(model_->id, created_, model_->host.ctx()));
 }
 
 void Api::metrics(const http::Request&, Writer w) {
@@ -252,6 +278,29 @@ void Api::completions(const std::string& body, const Writer& w) {
   job.input.score_prompt = req.echo && so.logprobs;
   job.sink = std::make_unique<OpenAiSink>(w, header, std::move(so));
   submit(std::move(job));
+}
+
+// POST /v1/messages (Anthropic)
+void Api::messages(const std::string& body, const Writer& w) {
+  const ServingModel& m = *model_;
+  MessagesRequest req =
+      parse_messages_request(body, {m.host.model().config().vocab, opt_.max_tokens, opt_.max_n});
+  check_model(m, req.params.model);
+  Job job = chat_job(m, opt_, req.conversation, req.params);
+  job.id = random_id("msg_");
+  AnthropicSinkOptions so;
+  so.stream = req.params.stream;
+  so.prompt_tokens = (int64_t)job.input.prompt.size();
+  job.sink = std::make_unique<AnthropicSink>(w, AnthropicHeader{job.id, m.id}, so);
+  submit(std::move(job));
+}
+
+// POST /v1/messages/count_tokens (Anthropic)
+void Api::count_tokens(const std::string& body, const Writer& w) {
+  const ServingModel& m = *model_;
+  MessagesRequest req = parse_count_tokens_request(body);
+  check_model(m, req.params.model);
+  w->send(200, kJson, count_tokens_json(prompt_tokens(m, opt_, req.conversation)));
 }
 
 }  // namespace waste

@@ -19,6 +19,9 @@
 
 namespace waste {
 
+// Whose error body a route answers with.
+enum class ErrorShape { kOpenAi, kAnthropic };
+
 class Api {
  public:
   explicit Api(ServeOptions opt);
@@ -35,19 +38,22 @@ class Api {
 
  private:
   using Writer = std::shared_ptr<http::ResponseWriter>;
+  using Work = std::function<void(const std::string& body, const Writer& w)>;
 
   void load();
-  bool not_ready(const Writer& w) const;
-  // Runs `work` on the request pool; an ApiError it throws is the answer.
-  void prepare(const http::Request& r, const Writer& w,
-               std::function<void(const std::string& body, const Writer& w)> work);
+  bool not_ready(const Writer& w, ErrorShape shape = ErrorShape::kOpenAi) const;
+  // Runs `work` on the request pool; an ApiError it throws is the answer, in `shape`.
+  void prepare(const http::Request& r, const Writer& w, Work work, ErrorShape shape);
   void submit(Job job);
 
   void health(const http::Request& r, Writer w);
   void models(const http::Request& r, Writer w);
+  void model(const http::Request& r, Writer w);  // GET /v1/models/{id}
   void metrics(const http::Request& r, Writer w);
   void chat(const std::string& body, const Writer& w);
   void completions(const std::string& body, const Writer& w);
+  void messages(const std::string& body, const Writer& w);
+  void count_tokens(const std::string& body, const Writer& w);
 
   ServeOptions opt_;
   int64_t created_ = 0;
@@ -62,8 +68,9 @@ class Api {
   std::thread loader_;
 };
 
-// Answers `e` in OpenAI's error shape (a 429 or 503 says when to come back).
-void send_api_error(http::ResponseWriter& w, const ApiError& e);
+// Answers `e` in the API's error shape (a 429 or 503 says when to come back).
+void send_api_error(http::ResponseWriter& w, const ApiError& e,
+                    ErrorShape shape = ErrorShape::kOpenAi);
 
 // The body of an error the HTTP layer answers itself, in the shape of the API `path` is in.
 std::string api_error_body(const std::string& path, const http::Refusal& r);

@@ -93,10 +93,19 @@ std::unique_ptr<TokenConstraint> reply_constraint(const ServingModel& m, const C
 }  // namespace
 
 void check_model(const ServingModel& m, const std::string& model) {
-  if (!model.empty() && model != m.id)
-    throw ApiError(
-        404, fmt::format("the model '{}' does not exist; this server serves '{}'", model, m.id),
-        "model", "model_not_found");
+  if (model.empty() || model == m.id ||
+      std::find(m.aliases.begin(), m.aliases.end(), model) != m.aliases.end())
+    return;
+  throw ApiError(404,
+                 fmt::format("the model '{}' does not exist; this server serves '{}' (--model-alias "
+                             "adds other names for it)",
+                             model, m.id),
+                 "model", "model_not_found");
+}
+
+int64_t prompt_tokens(const ServingModel& m, const ServeOptions& opt, const Conversation& c) {
+  std::shared_ptr<PromptImages> images = prompt_images(m, opt, c);
+  return (int64_t)render(m, opt, c, images.get()).ids.size();
 }
 
 Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation& c,

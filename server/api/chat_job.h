@@ -1,5 +1,5 @@
 // The edge where every API's request becomes the one kind of generation job. A parsed
-// Conversation (chat completions, and later the Responses and Messages APIs) is rendered in the
+// Conversation (chat completions, the Messages API, later the Responses API) is rendered in the
 // model's family with its images decoded and placed, its forced tool-call opening and reply
 // grammar compiled, and its reply budget checked against the context; a raw prompt
 // (/v1/completions) only the last. Every refusal is an ApiError naming the field.
@@ -24,7 +24,10 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
 Job completion_job(const ServingModel& m, const ServeOptions& opt, std::vector<int32_t> prompt,
                    const GenerationParams& p);
 
-// 404 unless `model` is empty or the served model's id.
+// 404 unless `model` is empty, the served model's id or one of its aliases.
 void check_model(const ServingModel& m, const std::string& model);
+
+// The prompt's length as chat_job() would render it (images included), for count_tokens.
+int64_t prompt_tokens(const ServingModel& m, const ServeOptions& opt, const Conversation& c);
 
 }  // namespace waste

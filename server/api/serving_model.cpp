@@ -32,6 +32,7 @@ ServingModel::ServingModel(const ServeOptions& opt)
     : host(opt.model, opt.engine),
       id(!opt.model_name.empty() ? opt.model_name
                                  : std::filesystem::path(host.path()).filename().stem().string()),
+      aliases(opt.model_aliases),
       format(required_tokenizer(host), host.eos(), ChatDefaults{opt.thinking, opt.effort}),
       token_index(make_token_index(*host.tokenizer(), host.model().config().vocab)),
       worker(host.model(), worker_options(opt, host)) {

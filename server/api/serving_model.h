@@ -21,6 +21,7 @@ struct ServingModel {
 
   ModelHost host;
   std::string id;  // the model id of /v1/models and of every response
+  std::vector<std::string> aliases;  // other names requests may use for it
   ChatFormat format;
   std::unique_ptr<TokenIndex> token_index;
   // Null when the model takes no images (vision_error says why, if it has a vision.json).

@@ -133,6 +133,8 @@ std::optional<PolicyAnswer> AccessPolicy::check(const Request& r,
     std::string_view token;
     if (auth && auth->size() > 7 && iequals_prefix(*auth, "bearer "))
       token = trim(std::string_view(*auth).substr(7));
+    // Anthropic's SDKs send the key as x-api-key.
+    if (const std::string* key = header(r, "x-api-key"); token.empty() && key) token = trim(*key);
     if (token.empty() || !constant_time_equal(token, opt_.api_key)) return refuse_key(token);
   }
   if (!content_type_allowed(r))
@@ -149,7 +151,7 @@ std::optional<PolicyAnswer> AccessPolicy::check(const Request& r,
 PolicyAnswer AccessPolicy::refuse_key(std::string_view token) const {
   const char* message =
       token.empty() ? "You didn't provide an API key. Provide it in an Authorization header "
-                      "using Bearer auth (Authorization: Bearer YOUR_KEY)."
+                      "using Bearer auth (Authorization: Bearer YOUR_KEY), or as x-api-key."
                     : "Incorrect API key provided.";
   return PolicyAnswer{
       401, Refusal{401, message, "invalid_api_key"}, {{"WWW-Authenticate", "Bearer"}}};

@@ -187,6 +187,9 @@ class Writer final : public ResponseWriter {
   }
 
   bool event(const std::string& data) override { return stream_text(sse_text("data: ", data)); }
+  bool named_event(const std::string& name, const std::string& data) override {
+    return stream_text("event: " + name + "\n" + sse_text("data: ", data));
+  }
   bool comment(const std::string& text) override { return stream_text(sse_text(": ", text)); }
 
   void finish() override {
@@ -475,9 +478,24 @@ void Connection::dispatch() {
   route(std::make_shared<Writer>(weak_from_this(), exchange_, shared_, request_.path));
 }
 
+namespace {
+
+// The exact route for `path`, else the longest prefix route (a key ending in '/') below it.
+RouteTable::const_iterator find_route(const RouteTable& routes, const std::string& path) {
+  if (auto it = routes.find(path); it != routes.end()) return it;
+  for (size_t end = path.size(); end > 1;) {
+    end = path.rfind('/', end - 2);
+    if (end == std::string::npos || end == 0) break;
+    if (auto it = routes.find(path.substr(0, end + 1)); it != routes.end()) return it;
+  }
+  return routes.end();
+}
+
+}  // namespace
+
 void Connection::route(const std::shared_ptr<Writer>& w) {
   const Request& r = request_;
-  const auto path_it = shared_->routes.find(r.path);
+  const auto path_it = find_route(shared_->routes, r.path);
 
   std::string methods;
   if (path_it != shared_->routes.end())

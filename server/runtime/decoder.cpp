@@ -28,6 +28,7 @@ class StopFilter {
     }
   }
   bool stopped() const { return stops_.stopped(); }
+  const std::string& matched() const { return stops_.matched(); }
 
  private:
   void content(std::string text) {
@@ -191,6 +192,7 @@ void Decoder::decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink
     // A grammar with no end token of its own (the raw format) ends the reply when complete.
     if (end || out.stopped() || (in.constraint && in.constraint->done())) {
       r.finish = out.stopped() ? Finish::kStop : Finish::kEnd;
+      r.stop = out.matched();
       break;
     }
     // The prompt and the whole reply fit the context (the reply's last token is never fed).

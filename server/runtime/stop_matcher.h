@@ -17,11 +17,14 @@ class StopMatcher {
   // What is still held back (at the end of generation it is emitted).
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string found (the one that occurs first), once stopped().
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace waste

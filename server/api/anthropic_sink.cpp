@@ -1,0 +1,146 @@
+#include "server/api/anthropic_sink.h"
+
+#include <simdjson.h>
+
+#include "engine/base/stopwatch.h"
+
+namespace waste {
+
+namespace {
+
+constexpr const char* kJson = "application/json";
+using Kind = ContentBlockOut::Kind;
+
+AnthropicUsage usage_of(const DecodeResult& r) {
+  AnthropicUsage u;
+  u.input_tokens = r.prompt_tokens - r.cached_tokens;
+  u.cache_read_input_tokens = r.cached_tokens;
+  u.output_tokens = (int64_t)r.tokens.size();
+  return u;
+}
+
+// A tool_use input must be an object; the reply parsers close what they write, so anything
+// else is a bug, answered as the empty object rather than as broken JSON.
+std::string object_or_empty(const std::string& json) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  if (json.empty() || p.parse(json).get(e) != simdjson::SUCCESS || !e.is_object()) return "{}";
+  return json;
+}
+
+}  // namespace
+
+StopOut anthropic_stop(const DecodeResult& r, bool has_tool_calls) {
+  switch (r.finish) {
+    case Finish::kLength:
+      return {"max_tokens", std::nullopt};
+    case Finish::kStop:
+      return {"stop_sequence", r.stop};
+    default:
+      return {has_tool_calls ? "tool_use" : "end_turn", std::nullopt};
+  }
+}
+
+AnthropicSink::AnthropicSink(std::shared_ptr<http::ResponseWriter> out, AnthropicHeader header,
+                             AnthropicSinkOptions options)
+    : out_(std::move(out)),
+      header_(std::move(header)),
+      opt_(options),
+      last_write_(SteadyClock::now()) {}
+
+void AnthropicSink::write(const char* name, const std::string& data) {
+  last_write_ = SteadyClock::now();
+  out_->named_event(name, data);
+}
+
+void AnthropicSink::begin() {
+  if (!opt_.stream) return;
+  out_->start_events();
+  started_ = true;
+  AnthropicUsage u;
+  u.input_tokens = opt_.prompt_tokens;
+  write("message_start", message_start_json(header_, u));
+}
+
+void AnthropicSink::prefill_progress(size_t, size_t) {
+  if (!started_ || SteadyClock::now() - last_write_ < opt_.keepalive) return;
+  write("ping", ping_json());
+}
+
+void AnthropicSink::start_block(ContentBlockOut b) {
+  close_block();
+  if (b.kind == Kind::kToolUse) b.input_json.clear();
+  blocks_.push_back(std::move(b));
+  open_ = true;
+  if (started_) write("content_block_start", block_start_json(blocks_.size() - 1, blocks_.back()));
+}
+
+void AnthropicSink::close_block() {
+  if (!open_) return;
+  open_ = false;
+  ContentBlockOut& b = blocks_.back();
+  if (b.kind == Kind::kToolUse) b.input_json = object_or_empty(b.input_json);
+  if (started_) write("content_block_stop", block_stop_json(blocks_.size() - 1));
+}
+
+// Text of `kind`: into the open block of that kind, or a new one.
+void AnthropicSink::append(Kind kind, const std::string& text) {
+  if (text.empty()) return;
+  if (!open_ || blocks_.back().kind != kind) {
+    ContentBlockOut b;
+    b.kind = kind;
+    start_block(std::move(b));
+  }
+  ContentBlockOut& b = blocks_.back();
+  (kind == Kind::kToolUse ? b.input_json : b.text) += text;
+  if (started_) write("content_block_delta", block_delta_json(blocks_.size() - 1, kind, text));
+}
+
+void AnthropicSink::on_event(const ReplyEvent& e) {
+  switch (e.kind) {
+    case ReplyEvent::Kind::kReasoning:
+      return append(Kind::kThinking, e.text);
+    case ReplyEvent::Kind::kContent:
+      return append(Kind::kText, e.text);
+    case ReplyEvent::Kind::kToolCallStart: {
+      ContentBlockOut b;
+      b.kind = Kind::kToolUse;
+      b.id = e.id;
+      b.name = e.name;
+      return start_block(std::move(b));
+    }
+    case ReplyEvent::Kind::kToolCallArguments:
+      if (open_ && blocks_.back().kind == Kind::kToolUse) append(Kind::kToolUse, e.text);
+      return;
+    case ReplyEvent::Kind::kToolCallEnd:
+    case ReplyEvent::Kind::kEnd:
+      return close_block();
+  }
+}
+
+void AnthropicSink::end(std::span<const DecodeResult> rs) {
+  close_block();
+  const DecodeResult& r = rs[0];
+  bool calls = false;
+  for (const ContentBlockOut& b : blocks_) calls = calls || b.kind == Kind::kToolUse;
+  const StopOut stop = anthropic_stop(r, calls);
+  if (!opt_.stream) {
+    out_->send(200, kJson, anthropic_message_json(header_, blocks_, stop, usage_of(r)));
+    return;
+  }
+  write("message_delta", message_delta_json(stop, usage_of(r)));
+  write("message_stop", message_stop_json());
+  out_->finish();
+}
+
+void AnthropicSink::fail(int status, const std::string& message, const std::string&) {
+  std::string body = anthropic_error_body(status, message);
+  if (!started_) {
+    out_->send(status, kJson, body);
+    return;
+  }
+  write("error", body);
+  out_->finish();
+}
+
+}  // namespace waste
