@@ -261,6 +261,74 @@ TEST(Constraint, NewKeywordsRefuseWhatTheyCannotKeep) {
           fmt::format("#/{}: must be a non-negative integer", word));
 }
 
+// Over a vocabulary of single bytes: whether the schema's grammar writes exactly `text`, then ends.
+bool writes(const std::string& schema, std::string_view text) {
+  static const TokenIndex bytes = [] {
+    std::vector<std::string> b;
+    for (int i = 0; i < 256; ++i) b.push_back(std::string(1, (char)i));
+    b.push_back("<|end_of_msg|>");
+    return TokenIndex(b, {{"<|end_of_msg|>", 256}});
+  }();
+  TokenConstraint c(schema_grammar(schema), bytes);
+  try {
+    for (unsigned char ch : text) c.accept(ch);
+    c.accept(256);
+  } catch (const UsageError&) {
+    return false;
+  }
+  return c.done();
+}
+
+// Numbers simdjson cannot hold (json_document.h): a bound is the nearest double (±infinity past
+// a double's range), a const or enum value is written exactly as the schema gives it, and such
+// a number is never taken for a string.
+TEST(Constraint, NumbersPastSimdjsonInSchemas) {
+  EXPECT_TRUE(writes(R"({"const":1e400})", "1e400"));
+  EXPECT_FALSE(writes(R"({"const":1e400})", "Infinity"));
+  EXPECT_TRUE(
+      writes(R"({"const":123456789012345678901234567890})", "123456789012345678901234567890"));
+  EXPECT_FALSE(writes(R"({"const":123456789012345678901234567890})", "1.2345678901234568e+29"));
+  const std::string listed =
+      R"({"enum":[-1e400,-999999999999999999999,"1e400",[1E+400,{"k":123456789012345678901234567890}]]})";
+  for (const char* v : {"-1e400", "-999999999999999999999", "\"1e400\"",
+                        R"([1E+400,{"k":123456789012345678901234567890}])"})
+    EXPECT_TRUE(writes(listed, v)) << v;
+  EXPECT_FALSE(writes(listed, "1e400"));
+  // A client's string that reads like a number stays a string, and the number stays a number.
+  EXPECT_TRUE(writes(R"({"type":"string","enum":["1e400",1e400]})", "\"1e400\""));
+  EXPECT_FALSE(writes(R"({"type":"string","enum":["1e400",1e400]})", "1e400"));
+  EXPECT_TRUE(writes(R"({"type":"integer","enum":["1e400",-999999999999999999999]})",
+                     "-999999999999999999999"));
+  // Bounds past a double's range bound nothing...
+  EXPECT_TRUE(writes(R"({"type":"number","minimum":-1e400,"maximum":1e400})", "-2.5"));
+  EXPECT_TRUE(writes(
+      R"({"type":"integer","minimum":-999999999999999999999,"maximum":123456789012345678901234567890})",
+      "42"));
+  // ...but still keep out the listed values they exclude.
+  EXPECT_TRUE(writes(R"({"enum":[1,1e400],"maximum":10})", "1"));
+  EXPECT_FALSE(writes(R"({"enum":[1,1e400],"maximum":10})", "1e400"));
+  EXPECT_TRUE(writes(R"({"enum":[1,-1e400],"minimum":-1e400})", "-1e400"));
+  // What cannot be honoured is refused where it is.
+  const auto has = [](const std::string& schema, const std::string& words) {
+    std::string r = refusal(schema);
+    EXPECT_NE(r.find(words), std::string::npos) << schema << " -> " << r;
+  };
+  has(R"({"type":"number","minimum":1e400})", "numeric bounds beyond 1e12");
+  has(R"({"type":"integer","maximum":-123456789012345678901234567890})",
+      "numeric bounds beyond 1e12");
+  has(R"({"type":"integer","multipleOf":123456789012345678901234567890})",
+      "#/multipleOf: multipleOf is supported only as a whole number below 1e12");
+  has(R"({"type":"object","required":[1e400]})", "#/required: must be an array of strings");
+  has(R"({"type":1e400})", "#/type: must be a string or an array of strings");
+  has(R"({"type":["string",123456789012345678901234567890]})", "#/type: must name types");
+  has(R"({"type":"string","pattern":-1e400})", "#/pattern: must be a string");
+  has(R"({"$ref":1e400})", "only local references");
+  has(R"({"minLength":-1e400})", "#/minLength: must be a non-negative integer");
+  has(R"({"const":01})", "not valid JSON");
+  // A count past any output is capped, as any count above 4e9 is.
+  EXPECT_EQ(refusal(R"({"type":"string","maxLength":123456789012345678901234567890})"), "accepted");
+}
+
 // JSON Schema counts code points, JavaScript's String.length UTF-16 units: a bounded string
 // never takes a character past U+FFFF, so the two counts agree; an unbounded one may.
 TEST(Constraint, BoundedStringsStayInTheBasicPlane) {

@@ -256,6 +256,22 @@ TEST(K3ToolCalls, ObjectArgumentsAreRedumpedWithPythonSpacing) {
                 arg("i", "number", "7") + close("call"));
 }
 
+// Numbers the body's JSON reader (simdjson) cannot hold keep the text the client wrote, whether
+// the arguments are an object in the body or a JSON string.
+TEST(K3ToolCalls, NumbersPastSimdjsonKeepTheirText) {
+  const std::string object =
+      R"({"a":1e400,"b":[-1e400],"c":123456789012345678901234567890,"d":-999999999999999999999,"s":"1e400"})";
+  EXPECT_EQ(tools_part(rendered(call_body(object))),
+            kCallF + arg("a", "number", "1e400") + arg("b", "array", "[-1e400]") +
+                arg("c", "number", "123456789012345678901234567890") +
+                arg("d", "number", "-999999999999999999999") + arg("s", "string", "1e400") +
+                close("call"));
+  const std::string text = R"("{\"a\": 1e400, \"b\": [-1E+400, 123456789012345678901234567890]}")";
+  EXPECT_EQ(tools_part(rendered(call_body(text))),
+            kCallF + arg("a", "number", "1e400") +
+                arg("b", "array", "[-1E+400, 123456789012345678901234567890]") + close("call"));
+}
+
 TEST(K3ToolCalls, UnusableArgumentsBecomeARawJsonBlock) {
   const auto raw = [](std::string_view text) {
     return kCallF + open("json", " type=\"object\"") + std::string(text) + close("json") +
@@ -366,6 +382,20 @@ TEST(K3Tools, StaticAndDynamicDeclarationsAreDeepSorted) {
             std::string::npos)
       << got;
   EXPECT_EQ(got.find("ignored"), std::string::npos);
+}
+
+// Tool schemas and response schemas reach the prompt with such numbers as the client wrote them.
+TEST(K3Tools, NumbersPastSimdjsonKeepTheirText) {
+  const std::string got = rendered(
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer","minimum":-999999999999999999999,"maximum":1e400,"enum":[123456789012345678901234567890,"1e400"]}}}}}],)"
+      R"("response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"const":-1e400,"title":"1e400"}}}})");
+  EXPECT_NE(
+      got.find(
+          R"([{"function":{"name":"f","parameters":{"properties":{"n":{"enum":[123456789012345678901234567890,"1e400"],"maximum":1e400,"minimum":-999999999999999999999,"type":"integer"}},"type":"object"}},"type":"function"}])"),
+      std::string::npos)
+      << got;
+  EXPECT_NE(got.find("```json\n{\"const\":-1e400,\"title\":\"1e400\"}\n```"), std::string::npos)
+      << got;
 }
 
 // ---- notes ---------------------------------------------------------------------------------

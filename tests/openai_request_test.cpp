@@ -191,6 +191,67 @@ TEST(ChatRequestParse, ToolsKeepTheirJsonForPythonDumping) {
       R"({"type":"function","function":{"name":"f","description":"é","n":100.0,"big":18446744073709551615,"parameters":{"type":"object"}}})");
 }
 
+// Numbers simdjson cannot hold (integers past 64 bits, magnitudes past a double) are numbers
+// wherever a request carries arbitrary JSON, and keep the text the client wrote.
+const std::string kBigNumbers =
+    R"({"a":1e400,"b":-1e400,"c":123456789012345678901234567890,"d":-999999999999999999999})";
+
+TEST(ChatRequestParse, NumbersPastSimdjsonKeepTheirText) {
+  const std::string params =
+      R"({"type":"object","properties":{"n":{"type":"number","minimum":-1e400,"maximum":1e400,"enum":[1e400,123456789012345678901234567890],"default":)" +
+      kBigNumbers + "}}}";
+  const Conversation c =
+      parse_chat_completion(
+          R"({"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[)"
+          R"({"id":"1","type":"function","function":{"name":"f","arguments":)" +
+              kBigNumbers +
+              R"(}},{"id":"2","type":"function","function":{"name":"f","arguments":"{\"n\": 1e400}"}}]}],)"
+              R"("tools":[{"type":"function","function":{"name":"f","description":"1e400","parameters":)" +
+              params +
+              R"(}}],"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"const":)" +
+              kBigNumbers + "}}}}",
+          {})
+          .conversation;
+  ASSERT_EQ(c.tools.size(), 1u);
+  EXPECT_EQ(c.tools[0].description, "1e400");  // a client's string stays a string
+  EXPECT_EQ(c.tools[0].parameters, params);
+  EXPECT_EQ(c.tools[0].declaration,
+            R"({"type":"function","function":{"name":"f","description":"1e400","parameters":)" +
+                params + "}}");
+  EXPECT_EQ(c.response_format.schema, R"({"const":)" + kBigNumbers + "}");
+  ASSERT_EQ(c.messages[1].tool_calls.size(), 2u);
+  EXPECT_EQ(c.messages[1].tool_calls[0].arguments, kBigNumbers);
+  EXPECT_EQ(c.messages[1].tool_calls[1].arguments, R"({"n": 1e400})");
+}
+
+std::string chat_refusal(const std::string& body) {
+  try {
+    parse_chat_completion(body, {});
+  } catch (const ApiError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(ChatRequestParse, NumbersPastSimdjsonAreNeverStrings) {
+  const std::string user = R"({"role":"user","content":"x"})";
+  EXPECT_EQ(chat_refusal(R"({"messages":[{"role":"user","content":1e400}]})"),
+            "messages[0].content: must be a string, an array of content parts or null, not a "
+            "number");
+  EXPECT_EQ(
+      chat_refusal(R"({"messages":[)" + user + R"(],"model":123456789012345678901234567890})"),
+      "model: must be a string, not a number");
+  expect_refused(R"({"messages":[{"role":"user","content":[{"type":"text","text":-1e400}]}]})",
+                 "messages[0].content[0].text");
+  expect_refused(
+      R"({"messages":[)" + user +
+          R"(],"tools":[{"type":"function","function":{"name":-999999999999999999999}}]})",
+      "tools[0].function.name");
+  // Malformed numbers, and a number where a key belongs, are still not JSON.
+  for (const char* bad : {R"({"messages":01})", R"({"messages":[],"n":1.})", R"({1e400:1})"})
+    expect_refused(bad, "request body");
+}
+
 TEST(ChatRequestParse, ToolNamesMustBeFunctionNames) {
   // A name goes verbatim into call markup, so only identifier characters pass.
   for (const char* name : {"", "a b", "x\\\"y", "<|open|>", "é"}) {
@@ -323,6 +384,36 @@ TEST(GenerationParamsParse, NAndLogprobs) {
   EXPECT_EQ(params(R"(,"logprobs":false,"top_logprobs":null)").sampler.logprobs, -1);
 }
 
+std::string param_refusal(const std::string& extra) {
+  try {
+    params(extra);
+  } catch (const ApiError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+// Ranges refuse numbers simdjson cannot hold with their usual message, showing the text sent.
+TEST(GenerationParamsParse, NumbersPastSimdjsonAreOutOfRange) {
+  expect_param_refused(R"(,"temperature":1e400)", "temperature");
+  EXPECT_EQ(param_refusal(R"(,"temperature":1e400)"),
+            "temperature: 1e400 is out of range (0 to 2)");
+  EXPECT_EQ(param_refusal(R"(,"top_p":-1e400)"), "top_p: -1e400 is out of range (0 to 1)");
+  EXPECT_EQ(param_refusal(R"(,"temperature":123456789012345678901234567890)"),
+            "temperature: 123456789012345678901234567890 is out of range (0 to 2)");
+  expect_param_refused(R"(,"max_tokens":123456789012345678901234567890)", "max_tokens");
+  EXPECT_EQ(param_refusal(R"(,"max_tokens":123456789012345678901234567890)"),
+            "max_tokens: 123456789012345678901234567890 is out of range (1 to "
+            "9223372036854775807)");
+  EXPECT_EQ(param_refusal(R"(,"max_tokens":18446744073709551615)"),
+            "max_tokens: 18446744073709551615 is out of range (1 to 9223372036854775807)");
+  EXPECT_EQ(param_refusal(R"(,"max_tokens":1e400)"), "max_tokens: must be an integer");
+  expect_param_refused(R"(,"seed":-999999999999999999999)", "seed");
+  expect_param_refused(R"(,"n":123456789012345678901234567890)", "n");
+  expect_param_refused(R"(,"logit_bias":{"5":1e400})", "logit_bias");
+  expect_param_refused(R"(,"stop":[1e400])", "stop");
+}
+
 TEST(GenerationParamsParse, MaxTokensCap) {
   EXPECT_EQ(params(R"(,"max_tokens":64)", {100, 64}).max_tokens, 64);
   expect_param_refused(R"(,"max_tokens":65)", "max_tokens", {100, 64});
@@ -337,8 +428,10 @@ TEST(CompletionRequestParse, PromptAsTextOrIds) {
   EXPECT_FALSE(ids.text);
   EXPECT_EQ(ids.ids, (std::vector<int32_t>{1, 2, 99}));
   EXPECT_EQ(ids.params.max_tokens, 3);
-  for (const char* body : {R"({})", R"({"prompt":5})", R"({"prompt":[]})", R"({"prompt":[100]})",
-                           R"({"prompt":[-1]})", R"({"prompt":["a","b"]})"}) {
+  for (const char* body :
+       {R"({})", R"({"prompt":5})", R"({"prompt":[]})", R"({"prompt":[100]})", R"({"prompt":[-1]})",
+        R"({"prompt":["a","b"]})", R"({"prompt":[123456789012345678901234567890]})",
+        R"({"prompt":[1e400]})"}) {
     try {
       parse_completion(body, {100, 0});
       ADD_FAILURE() << "accepted " << body;

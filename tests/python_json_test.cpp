@@ -1,12 +1,15 @@
 // Python-compatible JSON: every expected string below is what CPython 3's json.dumps(json.loads(x))
-// printed for the input (checked with python3 when the test was written).
+// printed for the input (checked with python3 when the test was written), but for floats past a
+// double's range, which keep the text they were given (python_json.h).
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <cmath>
 #include <string>
 
 #include "engine/base/error.h"
+#include "protocol/json/json_document.h"
 #include "protocol/json/python_json.h"
 
 namespace waste {
@@ -51,9 +54,11 @@ TEST(PythonJson, FloatsAsRepr) {
   for (const auto& [in, want] : cases) EXPECT_EQ(roundtrip(in), want) << in;
 }
 
-TEST(PythonJson, OutOfRangeFloatsBecomeInfinityOrZero) {
-  EXPECT_EQ(roundtrip("1e400"), "Infinity");
-  EXPECT_EQ(roundtrip("-1e400"), "-Infinity");
+TEST(PythonJson, FloatsPastADoubleKeepTheirTextAndTinyOnesBecomeZero) {
+  // Python writes Infinity here: not JSON, and not what was sent.
+  EXPECT_EQ(roundtrip("1e400"), "1e400");
+  EXPECT_EQ(roundtrip("[-1E+400, 2.5e9999]"), "[-1E+400, 2.5e9999]");
+  EXPECT_TRUE(std::isinf(py_loads("-1e400").number));
   EXPECT_EQ(roundtrip("1e-400"), "0.0");
   EXPECT_EQ(roundtrip("-1e-400"), "-0.0");
   EXPECT_EQ(roundtrip("[NaN, Infinity, -Infinity]"), "[NaN, Infinity, -Infinity]");
@@ -126,10 +131,26 @@ TEST(PythonJson, ParseValueStopsAfterTheValue) {
 TEST(PythonJson, FromSimdjsonMatchesLoads) {
   const char* doc =
       R"({"b":[1,-2,18446744073709551615,-9223372036854775808,1.0,1e2,-0.0,-0,0.1],"a":{"é":true,"n":null,"s":"x\ny"},"b":"dup"})";
-  simdjson::dom::parser parser;
-  simdjson::dom::element root = parser.parse(std::string(doc)).value();
+  json::Document parsed;
+  ASSERT_EQ(parsed.parse(doc), simdjson::SUCCESS);
   const PyDumpStyle style{.sort_keys = true, .compact = false, .ensure_ascii = true};
-  EXPECT_EQ(py_dumps(py_from_dom(root), style), py_dumps(py_loads(doc), style));
+  EXPECT_EQ(py_dumps(py_from_dom(parsed, parsed.root()), style), py_dumps(py_loads(doc), style));
+}
+
+// Numbers simdjson cannot hold come through the document as numbers with their text, and a
+// string holding the same characters stays a string.
+TEST(PythonJson, FromSimdjsonKeepsNumbersItCannotHold) {
+  const char* doc =
+      R"({"f":[1e400,-1e400,1E+400],"i":123456789012345678901234567890,"n":-999999999999999999999,"s":["1e400","123456789012345678901234567890"],"k":{"1e400":1e400}})";
+  json::Document parsed;
+  ASSERT_EQ(parsed.parse(doc), simdjson::SUCCESS);
+  const PyDumpStyle style{.sort_keys = false, .compact = true, .ensure_ascii = false};
+  const PyJson v = py_from_dom(parsed, parsed.root());
+  EXPECT_EQ(py_dumps(v, style), doc);
+  EXPECT_EQ(py_dumps(v, style), py_dumps(py_loads(doc), style));
+  EXPECT_EQ(v.find("i")->type, PyJson::Type::kInt);
+  EXPECT_EQ(v.find("f")->items[0].type, PyJson::Type::kFloat);
+  EXPECT_EQ(v.find("s")->items[0].type, PyJson::Type::kString);
 }
 
 TEST(PythonJson, FloatTextDirectly) {
@@ -139,6 +160,49 @@ TEST(PythonJson, FloatTextDirectly) {
   EXPECT_EQ(py_float_text(9999999999999998.0), "9999999999999998.0");
   EXPECT_EQ(py_float_text(1.5e300), "1.5e+300");
   EXPECT_EQ(py_float_text(-2.5e-5), "-2.5e-05");
+}
+
+// ---- json::Document: simdjson's DOM with the numbers simdjson cannot hold -----------------------
+
+simdjson::dom::element member(const json::Document& d, const char* key) {
+  return d.root()[key].value();
+}
+
+TEST(JsonDocument, StandInsAreKnownByWhereTheyAreNotByWhatTheyHold) {
+  json::Document d;
+  ASSERT_EQ(d.parse(R"({"a":"x\"1e400","1e400":"1e400","b":1e400,"c":-999999999999999999999})"),
+            simdjson::SUCCESS);
+  EXPECT_EQ(d.big_number(member(d, "b")), "1e400");
+  EXPECT_EQ(d.big_number(member(d, "c")), "-999999999999999999999");
+  EXPECT_EQ(d.big_number(member(d, "1e400")), std::nullopt);
+  EXPECT_EQ(d.big_number(member(d, "a")), std::nullopt);
+  // In range: simdjson's own numbers, no stand-ins.
+  ASSERT_EQ(d.parse("[18446744073709551615,-9223372036854775808,1e-400,1.7976931348623157e308]"),
+            simdjson::SUCCESS);
+  for (simdjson::dom::element e : simdjson::dom::array(d.root())) EXPECT_TRUE(e.is_number());
+}
+
+TEST(JsonDocument, MalformedTextStaysRefused) {
+  json::Document d;
+  for (const char* bad : {"[01]", "[1e400,01]", "[1.]", "{1e400:1}", "{\"a\":1e400", "[1e400 2]",
+                          "[1e400e5]", "[--1]", "[\"1e400]"})
+    EXPECT_NE(d.parse(bad), simdjson::SUCCESS) << bad;
+}
+
+TEST(JsonDocument, MinifyWritesNumbersAsGiven) {
+  json::Document d;
+  const char* text = R"([1e400,{"k":-123456789012345678901234567890,"s":"1e400"},1.5,"a\nb"])";
+  ASSERT_EQ(d.parse(text), simdjson::SUCCESS);
+  EXPECT_EQ(d.minify(d.root()), text);
+}
+
+TEST(JsonDocument, NumberValuesAreTheNearestDouble) {
+  EXPECT_EQ(json::number_value("1e400"), HUGE_VAL);
+  EXPECT_EQ(json::number_value("-1E+400"), -HUGE_VAL);
+  EXPECT_EQ(json::number_value("123456789012345678901234567890"), 1.2345678901234568e29);
+  EXPECT_EQ(json::number_value("1e-400"), 0.0);
+  EXPECT_TRUE(json::integer_text("-99999999999999999999"));
+  EXPECT_FALSE(json::integer_text("1e400"));
 }
 
 }  // namespace

@@ -160,8 +160,10 @@ TEST_F(ServerTest, ErrorsHaveOpenAIShapeAndStatus) {
   for (size_t i = 0; i < long_prompt.size(); i += 2) long_prompt[i] = ' ';
   const Case cases[] = {
       {"{not json", 400, "not valid JSON"},
-      {R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"maximum":1e400}}}]})",
-       400, "outside what this server reads"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"temperature":1e400})", 400,
+       R"j("message":"temperature: 1e400 is out of range (0 to 2)","type":"invalid_request_error","param":"temperature")j"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":123456789012345678901234567890})",
+       400, "max_tokens: 123456789012345678901234567890 is out of range"},
       {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400,
        "\"param\":\"temperature\""},
       {R"({"messages":[{"role":"wizard","content":"hi"}]})", 400, "messages[0].role"},

@@ -9,6 +9,7 @@
 
 #include <simdjson.h>
 
+#include "protocol/json/json_document.h"
 #include "protocol/json/json_writer.h"
 
 namespace waste {
@@ -121,29 +122,6 @@ uint8_t type_bit(std::string_view name, const std::string& path) {
   refuse(path + "/type", fmt::format("unknown type \"{}\"", name));
 }
 
-// Types a JSON value has (an integral number is both integer and number).
-uint8_t value_types(element v) {
-  switch (v.type()) {
-    case simdjson::dom::element_type::NULL_VALUE:
-      return kNull;
-    case simdjson::dom::element_type::BOOL:
-      return kBool;
-    case simdjson::dom::element_type::OBJECT:
-      return kObj;
-    case simdjson::dom::element_type::ARRAY:
-      return kArr;
-    case simdjson::dom::element_type::STRING:
-      return kStr;
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-      return kNum | kInt;
-    default: {
-      double d = double(v);
-      return std::floor(d) == d ? (kNum | kInt) : kNum;
-    }
-  }
-}
-
 size_t code_points(std::string_view s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
@@ -176,7 +154,7 @@ void index_required(GrammarNode& n) {
 
 class Compiler {
  public:
-  Compiler(Grammar& g, element root) : g_(g), root_(root) {}
+  Compiler(Grammar& g, const json::Document& doc) : g_(g), doc_(doc), root_(doc.root()) {}
 
   // The node for values satisfying every part of `conj` and having one of `types`; -1 if none.
   // `raw`: strings are raw argument text (typed arguments) rather than JSON strings.
@@ -189,6 +167,12 @@ class Compiler {
   bool expand(Conj& conj);
   void check_keywords(const Part& p);
   std::optional<element> get(const Part& p, std::string_view key) const;
+  // Values read through the document, where a number simdjson cannot hold is a string: it is a
+  // number here, never a string (json_document.h).
+  std::optional<std::string_view> str(element v) const;
+  std::optional<double> num(element v) const;
+  uint8_t value_types(element v) const;
+  std::string minify(element v) const { return doc_.minify(v); }
   std::optional<uint32_t> count(const Part& p, const char* word) const;
   int combinator(Conj& conj, uint8_t types, bool raw, int depth);
   void check_one_of(const Conj& conj, size_t i, array alts);
@@ -224,6 +208,7 @@ class Compiler {
   }
 
   Grammar& g_;
+  const json::Document& doc_;
   element root_;
   std::map<std::string, int> memo_;
   int any_ = -1;
@@ -235,12 +220,42 @@ std::optional<element> Compiler::get(const Part& p, std::string_view key) const 
   return std::nullopt;
 }
 
+std::optional<std::string_view> Compiler::str(element v) const {
+  std::string_view s;
+  if (v.get(s) != simdjson::SUCCESS || doc_.big_number(v)) return std::nullopt;
+  return s;
+}
+
+// 1e400 is infinity and a 30-digit integer the nearest double, as strtod reads them.
+std::optional<double> Compiler::num(element v) const {
+  if (std::optional<std::string_view> big = doc_.big_number(v)) return json::number_value(*big);
+  if (!v.is_number()) return std::nullopt;
+  return double(v);
+}
+
+// Types a JSON value has (an integral number is both integer and number).
+uint8_t Compiler::value_types(element v) const {
+  if (std::optional<double> d = num(v)) return std::floor(*d) == *d ? (kNum | kInt) : kNum;
+  switch (v.type()) {
+    case simdjson::dom::element_type::NULL_VALUE:
+      return kNull;
+    case simdjson::dom::element_type::BOOL:
+      return kBool;
+    case simdjson::dom::element_type::OBJECT:
+      return kObj;
+    case simdjson::dom::element_type::ARRAY:
+      return kArr;
+    default:
+      return kStr;
+  }
+}
+
 // A count keyword (minLength, maxItems, ...): a non-negative whole number, capped at 4e9 (more
 // than any output can reach).
 std::optional<uint32_t> Compiler::count(const Part& p, const char* word) const {
   auto v = get(p, word);
   if (!v) return std::nullopt;
-  const double d = v->is_number() ? double(*v) : -1;
+  const double d = num(*v).value_or(-1);
   if (!(d >= 0) || std::floor(d) != d)
     refuse(p.path + "/" + word, "must be a non-negative integer");
   return (uint32_t)std::min(d, 4e9);
@@ -277,14 +292,14 @@ bool Compiler::expand(Conj& conj) {
     if (!(conj[i].skip & kSkipRef)) {
       conj[i].skip |= kSkipRef;
       if (auto ref = get(conj[i], "$ref")) {
-        std::string_view r;
-        if (ref->get_string().get(r) != simdjson::SUCCESS || r.empty() || r[0] != '#')
+        std::optional<std::string_view> r = str(*ref);
+        if (!r || r->empty() || (*r)[0] != '#')
           refuse(conj[i].path + "/$ref",
                  "only local references (\"#\" or \"#/...\") are supported");
         element target;
-        std::string pointer(r.substr(1));
+        std::string pointer(r->substr(1));
         if (root_.at_pointer(pointer).get(target) != simdjson::SUCCESS)
-          refuse(conj[i].path + "/$ref", fmt::format("\"{}\" does not resolve", std::string(r)));
+          refuse(conj[i].path + "/$ref", fmt::format("\"{}\" does not resolve", *r));
         add(target, pointer);
       }
     }
@@ -367,12 +382,13 @@ uint8_t Compiler::declared_types(const Conj& conj) {
     if (auto t = get(p, "type")) {
       any_stated = true;
       uint8_t bits = 0;
-      if (t->is_string()) {
-        bits = type_bit(std::string_view(*t), p.path);
+      if (std::optional<std::string_view> name = str(*t)) {
+        bits = type_bit(*name, p.path);
       } else if (t->is_array()) {
         for (element x : array(*t)) {
-          if (!x.is_string()) refuse(p.path + "/type", "must name types");
-          bits |= type_bit(std::string_view(x), p.path);
+          std::optional<std::string_view> each = str(x);
+          if (!each) refuse(p.path + "/type", "must name types");
+          bits |= type_bit(*each, p.path);
         }
       } else {
         refuse(p.path + "/type", "must be a string or an array of strings");
@@ -402,7 +418,7 @@ std::map<std::string, std::set<std::string>> Compiler::pinned(Conj alt) {
   for (const Part& p : alt)
     if (auto req = get(p, "required"); req && req->is_array())
       for (element r : array(*req))
-        if (r.is_string()) required.insert(std::string(std::string_view(r)));
+        if (std::optional<std::string_view> name = str(r)) required.insert(std::string(*name));
   for (const Part& p : alt) {
     auto props = get(p, "properties");
     if (!props || !props->is_object()) continue;
@@ -414,9 +430,9 @@ std::map<std::string, std::set<std::string>> Compiler::pinned(Conj alt) {
       for (const Part& q : c) {
         std::set<std::string> values;
         if (auto v = get(q, "const")) {
-          values.insert(simdjson::minify(*v));
+          values.insert(minify(*v));
         } else if (auto e = get(q, "enum"); e && e->is_array()) {
-          for (element x : array(*e)) values.insert(simdjson::minify(x));
+          for (element x : array(*e)) values.insert(minify(x));
         } else {
           continue;
         }
@@ -469,10 +485,11 @@ void Compiler::check_discriminator(const Part& p) {
   if (!d) return;
   const std::string path = p.path + "/discriminator";
   element name;
-  if (!d->is_object() || object(*d).at_key("propertyName").get(name) != simdjson::SUCCESS ||
-      !name.is_string())
-    refuse(path, "must be an object with a string \"propertyName\"");
-  const std::string property{std::string_view(name)};
+  std::optional<std::string_view> name_text;
+  if (d->is_object() && object(*d).at_key("propertyName").get(name) == simdjson::SUCCESS)
+    name_text = str(name);
+  if (!name_text) refuse(path, "must be an object with a string \"propertyName\"");
+  const std::string property{*name_text};
   std::optional<element> alts = get(p, "oneOf");
   if (!alts) alts = get(p, "anyOf");
   if (!alts || !alts->is_array()) refuse(path, "needs a oneOf or anyOf beside it");
@@ -485,9 +502,8 @@ void Compiler::check_discriminator(const Part& p) {
       refuse(path, fmt::format("alternative {} does not require \"{}\" with a const value", k - 1,
                                property));
     element ref;
-    if (alt.is_object() && object(alt).at_key("$ref").get(ref) == simdjson::SUCCESS &&
-        ref.is_string())
-      by_ref[std::string(std::string_view(ref))] = it->second;
+    if (alt.is_object() && object(alt).at_key("$ref").get(ref) == simdjson::SUCCESS)
+      if (std::optional<std::string_view> r = str(ref)) by_ref[std::string(*r)] = it->second;
   }
   element mapping;
   if (object(*d).at_key("mapping").get(mapping) != simdjson::SUCCESS) return;
@@ -495,7 +511,8 @@ void Compiler::check_discriminator(const Part& p) {
   for (auto [value, ref] : object(mapping)) {
     std::string quoted;
     append_json_string(&quoted, std::string(value));
-    auto it = ref.is_string() ? by_ref.find(std::string(std::string_view(ref))) : by_ref.end();
+    std::optional<std::string_view> r = str(ref);
+    auto it = r ? by_ref.find(std::string(*r)) : by_ref.end();
     if (it == by_ref.end() || !it->second.count(quoted))
       refuse(path + "/mapping",
              fmt::format("\"{}\" maps to a schema whose \"{}\" does not allow it",
@@ -549,9 +566,9 @@ int Compiler::enum_literal(const Conj& conj, uint8_t types, bool raw) {
       if (!e->is_array()) refuse(p.path + "/enum", "must be an array");
       std::vector<element> listed(array(*e).begin(), array(*e).end());
       if (!mine.empty()) {
-        std::string c = simdjson::minify(mine[0]);
+        std::string c = minify(mine[0]);
         bool found = false;
-        for (element x : listed) found = found || simdjson::minify(x) == c;
+        for (element x : listed) found = found || minify(x) == c;
         if (!found) mine.clear();
       } else {
         mine = listed;
@@ -567,7 +584,7 @@ int Compiler::enum_literal(const Conj& conj, uint8_t types, bool raw) {
     std::vector<element> kept;
     for (element a : *values)
       for (element b : mine)
-        if (simdjson::minify(a) == simdjson::minify(b)) {
+        if (minify(a) == minify(b)) {
           kept.push_back(a);
           break;
         }
@@ -580,10 +597,12 @@ int Compiler::enum_literal(const Conj& conj, uint8_t types, bool raw) {
     if (p.e.is_bool()) continue;
     if (auto v = count(p, "minLength")) min_len = std::max<uint64_t>(min_len, *v);
     if (auto v = count(p, "maxLength")) max_len = std::min<uint64_t>(max_len, *v);
-    if (auto v = get(p, "minimum"); v && v->is_number())
-      lo = std::max(lo.value_or(-INFINITY), double(*v));
-    if (auto v = get(p, "maximum"); v && v->is_number())
-      hi = std::min(hi.value_or(INFINITY), double(*v));
+    auto bound = [&](const char* word) {
+      std::optional<element> v = get(p, word);
+      return v ? num(*v) : std::nullopt;
+    };
+    if (auto v = bound("minimum")) lo = std::max(lo.value_or(-INFINITY), *v);
+    if (auto v = bound("maximum")) hi = std::min(hi.value_or(INFINITY), *v);
   }
   SymbolTrie t;
   int k = 0;
@@ -591,13 +610,14 @@ int Compiler::enum_literal(const Conj& conj, uint8_t types, bool raw) {
   for (element v : *values) {
     if (!(value_types(v) & types)) continue;
     std::string text;
-    if (v.is_string()) {
-      size_t n = code_points(std::string_view(v)), units = utf16_units(std::string_view(v));
+    if (std::optional<std::string_view> s = str(v)) {
+      size_t n = code_points(*s), units = utf16_units(*s);
       if (n < min_len || units > max_len) continue;
-      text = raw ? std::string(std::string_view(v)) : simdjson::minify(v);
+      text = raw ? std::string(*s) : minify(v);
     } else {
-      if (v.is_number() && ((lo && double(v) < *lo) || (hi && double(v) > *hi))) continue;
-      text = simdjson::minify(v);
+      std::optional<double> d = num(v);
+      if (d && ((lo && *d < *lo) || (hi && *d > *hi))) continue;
+      text = minify(v);  // a number simdjson cannot hold is written exactly as given
     }
     if (text.empty() || !seen.insert(text).second) continue;
     t.insert(byte_symbols(text), k++);
@@ -626,8 +646,9 @@ Compiler::Props Compiler::collect_props(const Conj& conj) {
     if (auto req = get(p, "required")) {
       if (!req->is_array()) refuse(p.path + "/required", "must be an array of strings");
       for (element r : array(*req)) {
-        if (!r.is_string()) refuse(p.path + "/required", "must be an array of strings");
-        out.required.insert(std::string(std::string_view(r)));
+        std::optional<std::string_view> name = str(r);
+        if (!name) refuse(p.path + "/required", "must be an array of strings");
+        out.required.insert(std::string(*name));
       }
     }
     if (auto add = get(p, "additionalProperties")) {
@@ -745,7 +766,7 @@ int Compiler::property_names(const Conj& conj, Props& props) {
           refuse(p.path + "/enum", "must be an array");
         std::set<std::string> here;
         for (element x : values)
-          if (x.is_string()) here.insert(std::string(std::string_view(x)));
+          if (std::optional<std::string_view> s = str(x)) here.insert(std::string(*s));
         if (word[0] == 'e' && !mine.empty()) {
           std::set<std::string> both;
           for (const auto& m : mine)
@@ -883,14 +904,15 @@ int Compiler::string_node(const Conj& conj, bool raw) {
       auto v = get(p, word);
       if (!v) continue;
       std::string path = p.path + "/" + word;
-      if (!v->is_string()) refuse(path, "must be a string");
-      std::string text{std::string_view(*v)};
+      std::optional<std::string_view> given = str(*v);
+      if (!given) refuse(path, "must be a string");
+      std::string text{*given};
       if (word[0] == 'f') {
         text = format_pattern(text);
         if (text.empty())
           refuse(path, fmt::format("format \"{}\" is not supported (supported: date, time, "
                                    "date-time, email, uuid, uri)",
-                                   std::string_view(*v)));
+                                   *given));
       }
       rules.push_back({text, path});
     }
@@ -977,21 +999,22 @@ int Compiler::number_node(const Conj& conj, bool integer) {
   };
   for (const Part& p : conj) {
     if (p.e.is_bool()) continue;
-    auto num = [&](const char* word) -> std::optional<double> {
+    auto bound = [&](const char* word) -> std::optional<double> {
       auto v = get(p, word);
       if (!v || v->is_bool()) return std::nullopt;
-      if (!v->is_number()) refuse(p.path + "/" + word, "must be a number");
-      return double(*v);
+      std::optional<double> d = num(*v);
+      if (!d) refuse(p.path + "/" + word, "must be a number");
+      return d;
     };
     auto flag = [&](const char* word) {
       auto v = get(p, word);
       return v && v->is_bool() && bool(*v);
     };
-    if (auto v = num("minimum")) tighten_min(*v, flag("exclusiveMinimum"));
-    if (auto v = num("maximum")) tighten_max(*v, flag("exclusiveMaximum"));
-    if (auto v = num("exclusiveMinimum")) tighten_min(*v, true);
-    if (auto v = num("exclusiveMaximum")) tighten_max(*v, true);
-    if (auto v = num("multipleOf")) {
+    if (auto v = bound("minimum")) tighten_min(*v, flag("exclusiveMinimum"));
+    if (auto v = bound("maximum")) tighten_max(*v, flag("exclusiveMaximum"));
+    if (auto v = bound("exclusiveMinimum")) tighten_min(*v, true);
+    if (auto v = bound("exclusiveMaximum")) tighten_max(*v, true);
+    if (auto v = bound("multipleOf")) {
       const std::string path = p.path + "/multipleOf";
       if (!(*v > 0)) refuse(path, "must be greater than 0");
       if (std::floor(*v) != *v || *v >= kBoundLimit)
@@ -1110,41 +1133,37 @@ int Compiler::typed_arguments(Conj conj, const TypedArgumentSpelling& spelling) 
   return make(std::move(n));
 }
 
-element parse_schema(simdjson::dom::parser& parser, std::string_view text) {
+void parse_schema(json::Document& doc, std::string_view text) {
   if (text.size() > kMaxSchemaBytes)
     throw SchemaError(
         fmt::format("schema is {} bytes; the limit is {}", text.size(), kMaxSchemaBytes));
-  element root;
-  if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS)
-    throw SchemaError("schema is not valid JSON");
-  return root;
+  if (doc.parse(text) != simdjson::SUCCESS) throw SchemaError("schema is not valid JSON");
 }
 
 }  // namespace
 
 int compile_json_schema(Grammar& g, std::string_view schema_json) {
-  simdjson::dom::parser parser;
-  element root = parse_schema(parser, schema_json);
-  Compiler c(g, root);
-  int node = c.compile({Part{root, ""}}, kAllTypes, false, 0);
+  json::Document doc;
+  parse_schema(doc, schema_json);
+  Compiler c(g, doc);
+  int node = c.compile({Part{doc.root(), ""}}, kAllTypes, false, 0);
   if (node < 0) throw SchemaError("schema at #: no JSON value satisfies it");
   return node;
 }
 
 int any_json_object(Grammar& g) {
-  simdjson::dom::parser parser;
-  element root = parse_schema(parser, "{}");
-  return Compiler(g, root).any_object();
+  json::Document doc;
+  parse_schema(doc, "{}");
+  return Compiler(g, doc).any_object();
 }
 
 int compile_typed_arguments(Grammar& g, std::string_view parameters_json,
                             const TypedArgumentSpelling& spelling) {
-  simdjson::dom::parser parser;
-  std::string_view text = parameters_json.empty() ? std::string_view("{}") : parameters_json;
-  element root = parse_schema(parser, text);
-  if (root.is_null()) root = parse_schema(parser, "{\"type\":\"object\"}");
-  Compiler c(g, root);
-  return c.typed_arguments({Part{root, ""}}, spelling);
+  json::Document doc;
+  parse_schema(doc, parameters_json.empty() ? std::string_view("{}") : parameters_json);
+  if (doc.root().is_null()) parse_schema(doc, "{\"type\":\"object\"}");
+  Compiler c(g, doc);
+  return c.typed_arguments({Part{doc.root(), ""}}, spelling);
 }
 
 }  // namespace waste

@@ -14,7 +14,9 @@
 // exclusiveMinimum, exclusiveMaximum (numbers or draft-4 booleans), multipleOf (a whole number;
 // the value is then an integer), uniqueItems: false, and the annotations title, description,
 // $comment, default, examples, $schema, $id, deprecated, readOnly, writeOnly. Any other keyword
-// is refused with SchemaError naming it and where it is.
+// is refused with SchemaError naming it and where it is. A number may be any JSON number, also
+// one simdjson cannot hold (json_document.h): as a bound it is the nearest double (±infinity past
+// a double's range), and in const or enum it is written as the schema gives it.
 //
 // String lengths are code points, as JSON Schema counts them; a string with a length bound
 // never holds a character past U+FFFF, so JavaScript's String.length (UTF-16 units, what zod 3

@@ -16,7 +16,7 @@ std::string_view Field::kind() const {
     case element_type::OBJECT:
       return "an object";
     case element_type::STRING:
-      return "a string";
+      return doc_->big_number(e_) ? "a number" : "a string";
     case element_type::BOOL:
       return "a boolean";
     case element_type::NULL_VALUE:
@@ -48,7 +48,7 @@ void Field::expect_object() const {
 std::optional<Field> Field::get(std::string_view key) const {
   simdjson::dom::element v;
   if (object().at_key(key).get(v) != simdjson::SUCCESS || v.is_null()) return std::nullopt;
-  return Field(v, child_path(key));
+  return Field(v, child_path(key), *doc_);
 }
 
 bool Field::has(std::string_view key) const {
@@ -63,7 +63,8 @@ Field Field::required(std::string_view key) const {
 
 std::string Field::string() const {
   std::string_view s;
-  if (e_.get(s) != simdjson::SUCCESS) refuse(fmt::format("must be a string, not {}", kind()));
+  if (!is_string() || e_.get(s) != simdjson::SUCCESS)
+    refuse(fmt::format("must be a string, not {}", kind()));
   return std::string(s);
 }
 
@@ -74,6 +75,12 @@ bool Field::boolean() const {
 }
 
 int64_t Field::integer(int64_t lo, int64_t hi) const {
+  // An integer past int64 (a uint64, or one simdjson cannot hold) is out of any range asked for;
+  // the message shows it as sent.
+  std::optional<std::string_view> big = doc_->big_number(e_);
+  if (big && integer_text(*big)) refuse(fmt::format("{} is out of range ({} to {})", *big, lo, hi));
+  if (e_.type() == element_type::UINT64)
+    refuse(fmt::format("{} is out of range ({} to {})", uint64_t(e_), lo, hi));
   int64_t v;
   if (e_.get(v) != simdjson::SUCCESS) refuse("must be an integer");
   if (v < lo || v > hi) refuse(fmt::format("{} is out of range ({} to {})", v, lo, hi));
@@ -82,13 +89,18 @@ int64_t Field::integer(int64_t lo, int64_t hi) const {
 
 double Field::number(double lo, double hi) const {
   double v;
-  if (e_.is_int64())
+  std::optional<std::string_view> big = doc_->big_number(e_);
+  if (big)
+    v = number_value(*big);  // 1e400 is infinity, out of any finite range
+  else if (e_.is_int64())
     v = (double)int64_t(e_.get_int64());
   else if (e_.is_uint64())
     v = (double)uint64_t(e_.get_uint64());
   else if (e_.get(v) != simdjson::SUCCESS)
     refuse(fmt::format("must be a number, not {}", kind()));
-  if (!(v >= lo && v <= hi)) refuse(fmt::format("{} is out of range ({} to {})", v, lo, hi));
+  if (!(v >= lo && v <= hi))
+    refuse(fmt::format("{} is out of range ({} to {})",
+                       big ? std::string(*big) : fmt::format("{}", v), lo, hi));
   return v;
 }
 
@@ -98,31 +110,26 @@ std::vector<Field> Field::items() const {
   std::vector<Field> out;
   out.reserve(a.size());
   size_t i = 0;
-  for (simdjson::dom::element x : a) out.emplace_back(x, fmt::format("{}[{}]", path_, i++));
+  for (simdjson::dom::element x : a) out.emplace_back(x, fmt::format("{}[{}]", path_, i++), *doc_);
   return out;
 }
 
 std::vector<std::pair<std::string, Field>> Field::members() const {
   std::vector<std::pair<std::string, Field>> out;
-  for (auto [k, v] : object()) out.emplace_back(std::string(k), Field(v, child_path(k)));
+  for (auto [k, v] : object()) out.emplace_back(std::string(k), Field(v, child_path(k), *doc_));
   return out;
 }
 
 std::string Field::compact_json() const {
-  return py_dumps(py_from_dom(e_), {.sort_keys = false, .compact = true, .ensure_ascii = false});
+  return py_dumps(py_from_dom(*doc_, e_),
+                  {.sort_keys = false, .compact = true, .ensure_ascii = false});
 }
 
 Body::Body(std::string_view text) {
-  auto err = parser_.parse(text.data(), text.size()).get(root_);
-  // simdjson gives the same error for a malformed number and for a valid one it cannot hold.
-  if (err == simdjson::NUMBER_ERROR)
-    throw ApiError(400,
-                   "request body: a number is malformed or outside what this server reads "
-                   "(integers must fit in 64 bits, other numbers in a double)");
-  if (err)
+  if (simdjson::error_code err = doc_.parse(text))
     throw ApiError(400,
                    fmt::format("request body: not valid JSON ({})", simdjson::error_message(err)));
-  if (!root_.is_object()) throw ApiError(400, "request body: must be a JSON object");
+  if (!doc_.root().is_object()) throw ApiError(400, "request body: must be a JSON object");
 }
 
 }  // namespace waste::json

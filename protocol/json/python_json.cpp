@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "engine/base/error.h"
+#include "protocol/json/json_document.h"
 
 namespace waste {
 
@@ -268,40 +269,12 @@ bool Reader::string(std::string& out) {
   return false;
 }
 
-// Decimal exponent of the leading significant digit, to tell overflow from underflow.
-long magnitude(std::string_view mantissa, long exponent) {
-  std::size_t dot = mantissa.find('.');
-  std::string_view int_part = mantissa.substr(0, dot);
-  std::size_t first = int_part.find_first_not_of("-0");
-  if (first != std::string_view::npos) return exponent + (long)(int_part.size() - first);
-  if (dot == std::string_view::npos) return std::numeric_limits<long>::min();
-  std::string_view frac = mantissa.substr(dot + 1);
-  std::size_t nz = frac.find_first_not_of('0');
-  if (nz == std::string_view::npos) return std::numeric_limits<long>::min();
-  return exponent - (long)nz;
-}
-
-// Python's float(text): correctly rounded, and out-of-range values become inf or 0.0.
-double parse_float(std::string_view text) {
-  double v = 0;
-  const char* first = text.data();
-  const char* last = first + text.size();
-  auto [ptr, ec] = std::from_chars(first, last, v);
-  if (ec != std::errc::result_out_of_range) return v;
-  const bool negative = text[0] == '-';
-  const std::size_t e = text.find_first_of("eE");
-  long exponent = 0;
-  if (e != std::string_view::npos) {
-    std::string_view ex = text.substr(e + 1);
-    if (!ex.empty() && ex[0] == '+') ex.remove_prefix(1);
-    // A huge exponent saturates; only its sign and size matter here.
-    if (std::from_chars(ex.data(), ex.data() + ex.size(), exponent).ec != std::errc{}) {
-      exponent = ex[0] == '-' ? -100000 : 100000;
-    }
-  }
-  const bool overflow = magnitude(text.substr(0, e), exponent) > 0;
-  const double mag = overflow ? std::numeric_limits<double>::infinity() : 0.0;
-  return negative ? -mag : mag;
+// A number's text as json.loads reads it, but a float past a double's range keeps its text.
+PyJson number_from_text(std::string_view text, bool is_float) {
+  if (!is_float) return PyJson::integer(std::string(text));
+  PyJson v = PyJson::floating(json::number_value(text));
+  if (std::isinf(v.number)) v.text = text;
+  return v;
 }
 
 bool Reader::number(PyJson& out) {
@@ -329,7 +302,7 @@ bool Reader::number(PyJson& out) {
     }
   }
   const std::string_view text = s_.substr(start, pos_ - start);
-  out = is_float ? PyJson::floating(parse_float(text)) : PyJson::integer(std::string(text));
+  out = number_from_text(text, is_float);
   return true;
 }
 
@@ -503,7 +476,7 @@ void dump(const PyJson& v, const PyDumpStyle& style, std::string& out) {
       out += v.text;
       break;
     case PyJson::Type::kFloat:
-      out += py_float_text(v.number);
+      out += v.text.empty() ? py_float_text(v.number) : v.text;
       break;
     case PyJson::Type::kString:
       append_py_string(out, v.text, style.ensure_ascii);
@@ -590,20 +563,20 @@ std::string py_dumps(const PyJson& value, const PyDumpStyle& style) {
   return out;
 }
 
-PyJson py_from_dom(simdjson::dom::element element) {
+PyJson py_from_dom(const json::Document& doc, simdjson::dom::element element) {
   using simdjson::dom::element_type;
   switch (element.type()) {
     case element_type::ARRAY: {
       PyJson out = PyJson::array();
       simdjson::dom::array arr = element.get_array().value();
-      for (simdjson::dom::element item : arr) out.items.push_back(py_from_dom(item));
+      for (simdjson::dom::element item : arr) out.items.push_back(py_from_dom(doc, item));
       return out;
     }
     case element_type::OBJECT: {
       PyJson out = PyJson::object();
       simdjson::dom::object obj = element.get_object().value();
       MemberIndex index;
-      for (auto field : obj) index.add(out, std::string(field.key), py_from_dom(field.value));
+      for (auto field : obj) index.add(out, std::string(field.key), py_from_dom(doc, field.value));
       return out;
     }
     case element_type::INT64:
@@ -613,6 +586,8 @@ PyJson py_from_dom(simdjson::dom::element element) {
     case element_type::DOUBLE:
       return PyJson::floating(element.get_double().value());
     case element_type::STRING:
+      if (std::optional<std::string_view> big = doc.big_number(element))
+        return number_from_text(*big, !json::integer_text(*big));
       return PyJson::string(std::string(element.get_string().value()));
     case element_type::BOOL:
       return PyJson::boolean_value(element.get_bool().value());

@@ -2,6 +2,8 @@
 // schemas, argument values and response schemas as the text Python's json.dumps produced when
 // the model was trained, so a prompt is only right if every byte matches: arbitrary-size ints,
 // floats in repr form (1e-05, 1.0, 1e+16), dict semantics for repeated keys, Python's escaping.
+// One deliberate difference: a float past a double's range (1e400) keeps the text it was given,
+// where Python would write Infinity, which is neither JSON nor what the client sent.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +16,10 @@
 
 namespace waste {
 
+namespace json {
+class Document;
+}
+
 struct PyMember;
 
 // A value as json.loads builds it. Ints keep their decimal text (Python ints have no size
@@ -25,7 +31,9 @@ struct PyJson {
   Type type = Type::kNull;
   bool boolean = false;
   double number = 0;  // kFloat
-  std::string text;   // kInt: optional '-' and digits, never "-0"; kString: UTF-8
+  // kInt: optional '-' and digits, never "-0"; kString: UTF-8; kFloat: empty, or the number as
+  // given when it is past a double's range (`number` is then ±infinity).
+  std::string text;
   std::vector<PyJson> items;
   std::vector<PyMember> members;
 
@@ -85,8 +93,9 @@ std::size_t py_skip_whitespace(std::string_view text, std::size_t pos);
 // or NaN / Infinity / -Infinity.
 std::string py_float_text(double v);
 
-// The value a simdjson DOM element holds, with dict semantics for repeated keys.
-PyJson py_from_dom(simdjson::dom::element element);
+// The value an element of `doc` holds, with dict semantics for repeated keys; a number simdjson
+// cannot hold is read from its text as json.loads reads it.
+PyJson py_from_dom(const json::Document& doc, simdjson::dom::element element);
 
 // Recursively orders every object's keys by code point (the encoder's deep sort).
 void py_deep_sort(PyJson& value);
