@@ -456,6 +456,17 @@ TEST_F(ServerTest, OfficialOpenAINodeSdkChatsStreamsAndCallsTools) {
   EXPECT_NE(out.find("openai sdk: ok"), std::string::npos) << out;
 }
 
+// The Messages API through the official Anthropic SDK (tests/e2e/anthropic_sdk.mjs), with the
+// name Claude Code would send mapped onto the served model.
+TEST_F(ServerTest, OfficialAnthropicSdkCreatesStreamsCallsToolsAndCounts) {
+  auto d = start({k3(), "--api-key", "test-key", "--model-alias", "claude-sonnet-4-5"});
+  std::string out;
+  std::string cmd = "node " + (test::source_dir() / "tests/e2e/anthropic_sdk.mjs").string() +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + " claude-sonnet-4-5";
+  EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
+  EXPECT_NE(out.find("anthropic sdk: ok"), std::string::npos) << out;
+}
+
 // zod 4 schemas through the openai SDK's zodResponseFormat, the AI SDK and LangChain, each
 // result checked by zod; tool_choice "required" through the AI SDK (tests/e2e/structured_sdks.mjs).
 TEST_F(ServerTest, ZodSchemasThroughTheSdksValidate) {

@@ -543,13 +543,13 @@ ByteDfa determinize(const Nfa& n, int start, int final_state, const ByteSet& alp
   std::unordered_map<std::vector<int>, int, StateSetHash> ids;
   std::vector<std::vector<int>> sets;
   uint64_t work = 0;
-  auto intern = [&](std::vector<int> set) {
-    auto [it, fresh] = ids.emplace(set, (int)sets.size());
-    if (fresh) {
-      if ((int)sets.size() >= kMaxDfaStates) fail<UsageError>("pattern is too complex");
-      sets.push_back(std::move(set));
-    }
-    return it->second;
+  // A known set is only looked up; a new one is copied once.
+  auto intern = [&](const std::vector<int>& set) {
+    if (auto it = ids.find(set); it != ids.end()) return it->second;
+    if ((int)sets.size() >= kMaxDfaStates) fail<UsageError>("pattern is too complex");
+    ids.emplace(set, (int)sets.size());
+    sets.push_back(set);
+    return (int)sets.size() - 1;
   };
   Closure closure(n);
   int classes = 0;
@@ -561,18 +561,19 @@ ByteDfa determinize(const Nfa& n, int start, int final_state, const ByteSet& alp
   closure(first);
   d.start = intern(first);
   std::vector<int> to_class(classes);
+  std::vector<int> to;  // scratch: allocating one per transition dominated sanitized runs
   for (size_t i = 0; i < sets.size(); ++i) {
     d.next.resize((i + 1) * 256, -1);
     d.accepting.push_back(std::binary_search(sets[i].begin(), sets[i].end(), final_state));
     for (int c = 0; c < classes; ++c) {
-      std::vector<int> to;
+      to.clear();
       work += sets[i].size();
       for (int s : sets[i])
         if (n.states[s].to >= 0 && n.states[s].on.test(first_byte[c])) to.push_back(n.states[s].to);
       if (!to.empty()) closure(to);
       work += to.size();
       if (work > max_work) fail<UsageError>("pattern is too complex");
-      to_class[c] = to.empty() ? -1 : intern(std::move(to));
+      to_class[c] = to.empty() ? -1 : intern(to);
     }
     for (int b = 0; b < 256; ++b)
       if (cls[b] >= 0) d.next[i * 256 + b] = to_class[cls[b]];

@@ -32,11 +32,11 @@ struct ByteDfa {
   int step(int state, uint8_t byte) const { return next[(size_t)state * 256 + byte]; }
 };
 
-// The subset construction's budget, in NFA states visited: about 50 ms of one core. A pattern
+// The subset construction's budget, in NFA states visited: about 10 ms of one core. A pattern
 // whose DFA would grow past its state limit is refused at a small part of what reaching that
 // limit costs (the fuzzer found ones that took 1.3 s); the largest schema in the tests needs
 // about 7,000.
-inline constexpr uint64_t kPatternWork = 4'000'000;
+inline constexpr uint64_t kPatternWork = 1'000'000;
 
 // Every state of the result can reach an accepting state and every transition stays inside the
 // alphabet. Throws UsageError naming the unsupported construct, "pattern is too complex" past

@@ -1,0 +1,196 @@
+// Anthropic's Messages API at the edge: the request parser's translation into the one
+// Conversation (system, tool results before the rest of a user turn, thinking and tool_use
+// blocks, tools as OpenAI-shaped declarations, tool_choice), every bad field named in the
+// refusal, the response writer's exact JSON, and the sink's event order (ping included).
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include "protocol/anthropic/messages_request.h"
+#include "protocol/anthropic/messages_response.h"
+#include "protocol/api_error.h"
+#include "server/api/anthropic_sink.h"
+
+namespace waste {
+namespace {
+
+MessagesRequest parse(const std::string& extra, const std::string& messages =
+                                                    R"([{"role":"user","content":"hi"}])") {
+  return parse_messages_request(
+      R"({"model":"m","max_tokens":16,"messages":)" + messages + extra + "}", {100, 0, 8});
+}
+
+std::string refusal(const std::string& body) {
+  try {
+    parse_messages_request(body, {100, 0, 8});
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    return e.param;
+  }
+  return "accepted";
+}
+
+TEST(AnthropicRequest, TranslatesTheConversation) {
+  MessagesRequest r = parse(
+      R"(,"system":[{"type":"text","text":"be brief"},{"type":"text","text":"really"}],"stop_sequences":["END"],"temperature":0.5,"top_k":5,"stream":true)",
+      R"([{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},
+          {"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"s"},{"type":"text","text":"calling"},{"type":"tool_use","id":"toolu_1","name":"f","input":{"a":1}}]},
+          {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"42","is_error":true},{"type":"text","text":"and?"}]}])");
+  const auto& m = r.conversation.messages;
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0].role, Role::kSystem);
+  EXPECT_EQ(std::get<std::string>(m[0].content), "be brief\nreally");
+  const auto& parts = std::get<std::vector<ContentPart>>(m[1].content);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].image_ref, "data:image/png;base64,AAAA");
+  EXPECT_EQ(m[2].reasoning_content, "hmm");
+  EXPECT_EQ(std::get<std::string>(m[2].content), "calling");
+  ASSERT_EQ(m[2].tool_calls.size(), 1u);
+  EXPECT_EQ(m[2].tool_calls[0].arguments, R"({"a":1})");
+  EXPECT_EQ(m[2].tool_calls[0].form, ToolCall::ArgumentsForm::kObject);
+  EXPECT_EQ(m[3].role, Role::kTool);  // the tool result comes before the rest of the turn
+  EXPECT_EQ(m[3].tool_call_id, "toolu_1");
+  EXPECT_EQ(std::get<std::string>(m[3].content), "Error: 42");
+  EXPECT_EQ(m[4].role, Role::kUser);
+  EXPECT_EQ(r.params.max_tokens, 16);
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"END"});
+  EXPECT_FLOAT_EQ(r.params.sampler.temperature, 0.5f);
+  EXPECT_EQ(r.params.sampler.top_k, 5);
+  EXPECT_TRUE(r.params.stream);
+}
+
+TEST(AnthropicRequest, ToolsToolChoiceAndThinking) {
+  MessagesRequest r = parse(
+      R"(,"tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object"}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true},"thinking":{"type":"enabled","budget_tokens":2048})");
+  ASSERT_EQ(r.conversation.tools.size(), 1u);
+  EXPECT_EQ(r.conversation.tools[0].declaration,
+            R"({"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object"}}})");
+  EXPECT_EQ(r.conversation.tool_choice.kind, ToolChoice::Kind::kRequired);
+  EXPECT_FALSE(r.conversation.tool_choice.parallel);
+  EXPECT_EQ(r.conversation.thinking, true);
+  EXPECT_EQ(parse(R"(,"tool_choice":{"type":"tool","name":"f"})").conversation.tool_choice.name,
+            "f");
+  EXPECT_EQ(parse(R"(,"tool_choice":{"type":"none"})").conversation.tool_choice.kind,
+            ToolChoice::Kind::kNone);
+  EXPECT_EQ(parse(R"(,"thinking":{"type":"disabled"})").conversation.thinking, false);
+}
+
+TEST(AnthropicRequest, EveryBadFieldIsNamed) {
+  const std::string head = R"({"model":"m","max_tokens":4,"messages":)";
+  EXPECT_EQ(refusal(R"({"model":"m","messages":[{"role":"user","content":"x"}]})"), "max_tokens");
+  EXPECT_EQ(refusal(R"({"max_tokens":4,"messages":[{"role":"user","content":"x"}]})"), "model");
+  EXPECT_EQ(refusal(head + "[]}"), "messages");
+  EXPECT_EQ(refusal(head + R"([{"role":"system","content":"x"}]})"), "messages[0].role");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":[{"type":"video"}]}]})"),
+            "messages[0].content[0].type");
+  EXPECT_EQ(refusal(head + R"([{"role":"assistant","content":[{"type":"tool_result"}]}]})"),
+            "messages[0].content[0].type");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":[{"type":"image","source":{"type":"file"}}]}]})"),
+            "messages[0].content[0].source.type");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"temperature":1.5})"), "temperature");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"tools":[{"name":"f"}]})"),
+            "tools[0].input_schema");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"tools":[{"type":"bash_20250124","name":"bash"}]})"),
+            "tools[0].type");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"tool_choice":{"type":"some"}})"),
+            "tool_choice.type");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"stop_sequences":[""]})"),
+            "stop_sequences[0]");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"thinking":{"type":"enabled"}})"),
+            "thinking.budget_tokens");
+  // count_tokens needs no max_tokens.
+  EXPECT_NO_THROW(parse_count_tokens_request(R"({"model":"m","messages":[{"role":"user","content":"x"}]})"));
+}
+
+TEST(AnthropicResponse, MessageAndErrorBodies) {
+  std::vector<ContentBlockOut> blocks(3);
+  blocks[0].kind = ContentBlockOut::Kind::kThinking;
+  blocks[0].text = "t";
+  blocks[1].text = "hi";
+  blocks[2].kind = ContentBlockOut::Kind::kToolUse;
+  blocks[2].id = "toolu_1";
+  blocks[2].name = "f";
+  blocks[2].input_json = R"({"a": 1})";
+  EXPECT_EQ(anthropic_message_json({"msg_1", "k3"}, blocks, {"tool_use", std::nullopt}, {5, 3, 2}),
+            R"({"id":"msg_1","type":"message","role":"assistant","model":"k3","content":[)"
+            R"({"type":"thinking","thinking":"t","signature":""},{"type":"text","text":"hi"},)"
+            R"({"type":"tool_use","id":"toolu_1","name":"f","input":{"a": 1}}],)"
+            R"("stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":5,)"
+            R"("cache_creation_input_tokens":0,"cache_read_input_tokens":2,"output_tokens":3}})");
+  EXPECT_EQ(anthropic_error_body(404, "no"),
+            R"({"type":"error","error":{"type":"not_found_error","message":"no"}})");
+  EXPECT_NE(anthropic_error_body(503, "x").find("overloaded_error"), std::string::npos);
+  EXPECT_NE(anthropic_error_body(401, "x").find("authentication_error"), std::string::npos);
+  EXPECT_EQ(block_delta_json(2, ContentBlockOut::Kind::kToolUse, "{\"a"),
+            R"({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a"}})");
+}
+
+class Recorder final : public http::ResponseWriter {
+ public:
+  bool send(int status, const std::string&, std::string body,
+            const std::map<std::string, std::string>&) override {
+    calls.push_back(std::to_string(status) + " " + body);
+    return true;
+  }
+  bool start_events() override { return true; }
+  bool event(const std::string& data) override {
+    calls.push_back("data " + data);
+    return true;
+  }
+  bool named_event(const std::string& name, const std::string&) override {
+    calls.push_back(name);
+    return true;
+  }
+  bool comment(const std::string&) override { return true; }
+  void finish() override { calls.push_back("finish"); }
+  bool closed() const override { return false; }
+  std::vector<std::string> calls;
+};
+
+ReplyEvent ev(ReplyEvent::Kind k, std::string text = "") {
+  ReplyEvent e;
+  e.kind = k;
+  e.text = std::move(text);
+  e.id = "call_1";
+  e.name = "f";
+  return e;
+}
+
+// Blocks open and close as the reply changes channel; a stop string is named in the stop.
+TEST(AnthropicSink, StreamOrderAndStopReasons) {
+  auto w = std::make_shared<Recorder>();
+  AnthropicSink sink(w, {"msg_1", "k3"}, {true, 10, std::chrono::milliseconds(0)});
+  using K = ReplyEvent::Kind;
+  sink.begin();
+  sink.prefill_progress(1, 2);
+  sink.on_event(ev(K::kReasoning, "r"));
+  sink.on_event(ev(K::kReasoning, "s"));
+  sink.on_event(ev(K::kContent, "c"));
+  sink.on_event(ev(K::kToolCallStart));
+  sink.on_event(ev(K::kToolCallArguments, "{}"));
+  sink.on_event(ev(K::kToolCallEnd));
+  sink.on_event(ev(K::kEnd));
+  DecodeResult r;
+  r.finish = Finish::kEnd;
+  sink.end(std::vector{r});
+  EXPECT_EQ(w->calls,
+            (std::vector<std::string>{
+                "message_start", "ping", "content_block_start", "content_block_delta",
+                "content_block_delta", "content_block_stop", "content_block_start",
+                "content_block_delta", "content_block_stop", "content_block_start",
+                "content_block_delta", "content_block_stop", "message_delta", "message_stop",
+                "finish"}));
+  r.finish = Finish::kStop;
+  r.stop = "END";
+  StopOut s = anthropic_stop(r, false);
+  EXPECT_EQ(s.reason, "stop_sequence");
+  EXPECT_EQ(s.sequence, "END");
+  r.finish = Finish::kLength;
+  EXPECT_EQ(anthropic_stop(r, true).reason, "max_tokens");
+  r.finish = Finish::kEnd;
+  EXPECT_EQ(anthropic_stop(r, true).reason, "tool_use");
+  EXPECT_EQ(anthropic_stop(r, false).reason, "end_turn");
+}
+
+}  // namespace
+}  // namespace waste

@@ -1,0 +1,37 @@
+// Fuzzes the Messages API body parser (protocol/anthropic/) and what K3 does with what it
+// accepts: rendering and compiling the reply grammar (tools' input schemas, tool_choice any or
+// tool). Input is refused (ApiError, UsageError, SchemaError) or handled, never a crash.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "engine/base/error.h"
+#include "prompt_templates/k3/k3_reply_grammar.h"
+#include "prompt_templates/k3/k3_template.h"
+#include "protocol/anthropic/messages_request.h"
+#include "protocol/api_error.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  waste::Conversation c;
+  const std::string_view body((const char*)data, size);
+  try {
+    c = (size % 3 == 0 ? waste::parse_count_tokens_request(body)
+                       : waste::parse_messages_request(body, {1000, 0, 8}))
+            .conversation;
+  } catch (const waste::ApiError&) {
+    return 0;
+  }
+  const bool thinking = c.thinking.value_or(size % 2 == 1);
+  try {
+    waste::K3RenderOptions o;
+    o.default_thinking = thinking;
+    waste::render_k3(c, o);
+  } catch (const waste::UsageError&) {
+  }
+  try {
+    waste::k3_reply_grammar(c, thinking);
+    waste::k3_forced_opening(c, thinking);
+  } catch (const waste::UsageError&) {  // SchemaError included
+  }
+  return 0;
+}
