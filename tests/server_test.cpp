@@ -456,6 +456,16 @@ TEST_F(ServerTest, OfficialOpenAINodeSdkChatsStreamsAndCallsTools) {
   EXPECT_NE(out.find("openai sdk: ok"), std::string::npos) << out;
 }
 
+// The Responses API through the official OpenAI SDK (tests/e2e/responses_sdk.mjs).
+TEST_F(ServerTest, OfficialOpenAISdkResponsesApi) {
+  auto d = start({k3(), "--api-key", "test-key"});
+  std::string out;
+  std::string cmd = "node " + (test::source_dir() / "tests/e2e/responses_sdk.mjs").string() +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
+  EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
+  EXPECT_NE(out.find("responses sdk: ok"), std::string::npos) << out;
+}
+
 // The Messages API through the official Anthropic SDK (tests/e2e/anthropic_sdk.mjs), with the
 // name Claude Code would send mapped onto the served model.
 TEST_F(ServerTest, OfficialAnthropicSdkCreatesStreamsCallsToolsAndCounts) {

@@ -7,12 +7,13 @@
 
 #include "protocol/api_error.h"
 #include "protocol/json/json_reader.h"
+#include "protocol/openai/request_fields.h"
 
 namespace waste {
 
-namespace {
-
 using json::Field;
+
+namespace {
 
 std::optional<std::string> get_string(const Field& obj, std::string_view key) {
   std::optional<Field> f = obj.get(key);
@@ -21,22 +22,6 @@ std::optional<std::string> get_string(const Field& obj, std::string_view key) {
 }
 
 // ---- the conversation ------------------------------------------------------------------------
-
-Tool parse_tool(const Field& f) {
-  f.expect_object();
-  // OpenAI nests the function under `function`; a flat declaration carries it itself.
-  Field fn = f.get("function").value_or(f);
-  Tool t;
-  Field name = fn.required("name");
-  t.name = name.string();
-  if (!is_function_name(t.name))
-    name.refuse(
-        fmt::format("'{}' is not a valid function name (letters, digits, _ - . only)", t.name));
-  t.description = get_string(fn, "description").value_or("");
-  if (std::optional<Field> p = fn.get("parameters")) t.parameters = p->compact_json();
-  t.declaration = f.compact_json();
-  return t;
-}
 
 std::vector<Tool> parse_tools(const Field& list) {
   std::vector<Tool> out;
@@ -266,32 +251,6 @@ std::optional<Field> find_effort(const Field& root, const std::optional<Field>& 
   return std::nullopt;
 }
 
-void parse_thinking(const Field& root, Conversation& out) {
-  std::optional<Field> kwargs = root.get("chat_template_kwargs");
-  if (kwargs) kwargs->expect_object();
-  out.thinking = find_thinking(root, kwargs);
-  std::optional<Field> effort = find_effort(root, kwargs);
-  if (!effort) return;
-  const std::string given = effort->string();
-  std::string v = given;
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
-  // OpenAI's scale onto the efforts K3's encoder accepts (low, high, max): "minimal" is as low
-  // as K3 goes, and "medium" (OpenAI's default, which K3's prompt mentions but its encoder
-  // rejects) rounds up to high.
-  static const std::pair<std::string_view, std::string_view> kEfforts[] = {
-      {"minimal", "low"}, {"low", "low"}, {"medium", "high"}, {"high", "high"}, {"max", "max"}};
-  if (v == "none") {
-    out.thinking = false;  // an explicit "no reasoning" wins over a thinking switch
-    return;
-  }
-  for (const auto& [name, k3] : kEfforts)
-    if (v == name) {
-      out.thinking_effort = std::string(k3);
-      return;
-    }
-  effort->refuse(fmt::format(
-      "unknown effort \"{}\" (expected none, minimal, low, medium, high or max)", given));
-}
 
 // Legacy `functions`: flat function declarations, rendered as OpenAI's tool wrapper would
 // hold them; `function_call` chooses among them as tool_choice does, one call at most.
@@ -429,6 +388,49 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits,
 }
 
 }  // namespace
+
+Tool parse_tool(const Field& f) {
+  f.expect_object();
+  // OpenAI nests the function under `function`; a flat declaration carries it itself.
+  Field fn = f.get("function").value_or(f);
+  Tool t;
+  Field name = fn.required("name");
+  t.name = name.string();
+  if (!is_function_name(t.name))
+    name.refuse(
+        fmt::format("'{}' is not a valid function name (letters, digits, _ - . only)", t.name));
+  t.description = get_string(fn, "description").value_or("");
+  if (std::optional<Field> p = fn.get("parameters")) t.parameters = p->compact_json();
+  t.declaration = f.compact_json();
+  return t;
+}
+
+void parse_thinking(const Field& root, Conversation& out) {
+  std::optional<Field> kwargs = root.get("chat_template_kwargs");
+  if (kwargs) kwargs->expect_object();
+  out.thinking = find_thinking(root, kwargs);
+  std::optional<Field> effort = find_effort(root, kwargs);
+  if (!effort) return;
+  const std::string given = effort->string();
+  std::string v = given;
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  // OpenAI's scale onto the efforts K3's encoder accepts (low, high, max): "minimal" is as low
+  // as K3 goes, and "medium" (OpenAI's default, which K3's prompt mentions but its encoder
+  // rejects) rounds up to high.
+  static const std::pair<std::string_view, std::string_view> kEfforts[] = {
+      {"minimal", "low"}, {"low", "low"}, {"medium", "high"}, {"high", "high"}, {"max", "max"}};
+  if (v == "none") {
+    out.thinking = false;  // an explicit "no reasoning" wins over a thinking switch
+    return;
+  }
+  for (const auto& [name, k3] : kEfforts)
+    if (v == name) {
+      out.thinking_effort = std::string(k3);
+      return;
+    }
+  effort->refuse(fmt::format(
+      "unknown effort \"{}\" (expected none, minimal, low, medium, high or max)", given));
+}
 
 ChatCompletionRequest parse_chat_completion(std::string_view body, const RequestLimits& limits) {
   json::Body doc(body);

@@ -13,9 +13,11 @@
 #include "protocol/openai/error.h"
 #include "protocol/openai/request.h"
 #include "protocol/openai/response.h"
+#include "protocol/openai/responses_request.h"
 #include "server/api/anthropic_sink.h"
 #include "server/api/chat_job.h"
 #include "server/api/openai_sink.h"
+#include "server/api/responses_sink.h"
 
 namespace waste {
 
@@ -116,6 +118,7 @@ void Api::register_routes(http::Server& s) {
   s.route("GET", "/metrics", bind(&Api::metrics));
   s.route("POST", "/v1/chat/completions", prepared(&Api::chat));
   s.route("POST", "/v1/completions", prepared(&Api::completions));
+  s.route("POST", "/v1/responses", prepared(&Api::responses));
   s.route("POST", "/v1/messages", prepared(&Api::messages, ErrorShape::kAnthropic));
   s.route("POST", "/v1/messages/count_tokens",
           prepared(&Api::count_tokens, ErrorShape::kAnthropic));
@@ -277,6 +280,23 @@ void Api::completions(const std::string& body, const Writer& w) {
   if (req.echo) so.echo = m.format.tokenizer().decode(prompt);
   job.input.score_prompt = req.echo && so.logprobs;
   job.sink = std::make_unique<OpenAiSink>(w, header, std::move(so));
+  submit(std::move(job));
+}
+
+// POST /v1/responses
+void Api::responses(const std::string& body, const Writer& w) {
+  const ServingModel& m = *model_;
+  ResponsesRequest req =
+      parse_responses_request(body, {m.host.model().config().vocab, opt_.max_tokens, opt_.max_n});
+  check_model(m, req.params.model);
+  Job job = chat_job(m, opt_, req.conversation, req.params);
+  job.id = random_id("resp_");
+  ResponseObject header;
+  header.id = job.id;
+  header.created_at = unix_now();
+  header.model = m.id;
+  header.instructions = req.instructions;
+  job.sink = std::make_unique<ResponsesSink>(w, std::move(header), req.params.stream);
   submit(std::move(job));
 }
 

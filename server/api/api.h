@@ -52,6 +52,7 @@ class Api {
   void metrics(const http::Request& r, Writer w);
   void chat(const std::string& body, const Writer& w);
   void completions(const std::string& body, const Writer& w);
+  void responses(const std::string& body, const Writer& w);
   void messages(const std::string& body, const Writer& w);
   void count_tokens(const std::string& body, const Writer& w);
 

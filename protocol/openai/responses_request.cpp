@@ -1,0 +1,248 @@
+#include "protocol/openai/responses_request.h"
+
+#include <fmt/format.h>
+
+#include "protocol/api_error.h"
+#include "protocol/json/json_reader.h"
+#include "protocol/openai/request_fields.h"
+
+namespace waste {
+
+namespace {
+
+using json::Field;
+
+std::optional<std::string> get_string(const Field& obj, std::string_view key) {
+  std::optional<Field> f = obj.get(key);
+  if (!f) return std::nullopt;
+  return f->string();
+}
+
+Role message_role(const Field& item) {
+  Field f = item.required("role");
+  const std::string r = f.string();
+  if (r == "user") return Role::kUser;
+  if (r == "assistant") return Role::kAssistant;
+  if (r == "system" || r == "developer") return Role::kSystem;
+  f.refuse(fmt::format("unknown role \"{}\" (expected user, assistant, system or developer)", r));
+}
+
+ContentPart message_part(const Field& part) {
+  part.expect_object();
+  Field type = part.required("type");
+  const std::string t = type.string();
+  ContentPart p;
+  if (t == "input_text" || t == "output_text" || t == "text") {
+    p.text = part.required("text").string();
+  } else if (t == "refusal") {
+    p.text = part.required("refusal").string();
+  } else if (t == "input_image") {
+    p.kind = ContentPart::Kind::kImage;
+    std::optional<std::string> url = get_string(part, "image_url");
+    if (!url) part.required("image_url").refuse("missing (file_id images are not available here)");
+    p.image_ref = *url;
+  } else {
+    type.refuse(fmt::format(
+        "unsupported content type \"{}\" (expected input_text, input_image or output_text)", t));
+  }
+  return p;
+}
+
+MessageContent message_content(const Field& item) {
+  Field f = item.required("content");
+  if (f.is_string()) return f.string();
+  std::vector<ContentPart> parts;
+  for (const Field& p : f.items()) parts.push_back(message_part(p));
+  return parts;
+}
+
+// The assistant turn that function_call and reasoning items add to: the last message when it is
+// an assistant's that has not been answered yet, else a new one.
+ChatMessage& assistant_turn(std::vector<ChatMessage>& out) {
+  if (out.empty() || out.back().role != Role::kAssistant) {
+    ChatMessage m;
+    m.role = Role::kAssistant;
+    out.push_back(std::move(m));
+  }
+  return out.back();
+}
+
+std::string reasoning_text(const Field& item) {
+  std::string text;
+  for (std::string_view key : {"content", "summary"}) {
+    std::optional<Field> list = item.get(key);
+    if (!list) continue;
+    for (const Field& p : list->items()) {
+      p.expect_object();
+      text += p.required("text").string();
+    }
+    if (!text.empty()) break;  // content is the full text; a summary only stands in for it
+  }
+  return text;
+}
+
+void parse_item(const Field& item, std::vector<ChatMessage>& out, std::string& reasoning) {
+  item.expect_object();
+  std::optional<Field> type_field = item.get("type");
+  const std::string type = type_field ? type_field->string() : "message";
+  if (type == "message") {
+    ChatMessage m;
+    m.role = message_role(item);
+    m.content = message_content(item);
+    if (m.role == Role::kAssistant) m.reasoning_content = std::exchange(reasoning, "");
+    out.push_back(std::move(m));
+  } else if (type == "function_call") {
+    ChatMessage& a = assistant_turn(out);
+    if (a.reasoning_content.empty()) a.reasoning_content = std::exchange(reasoning, "");
+    ToolCall c;
+    c.id = item.required("call_id").string();
+    c.name = item.required("name").string();
+    c.form = ToolCall::ArgumentsForm::kString;
+    c.arguments = item.required("arguments").string();
+    a.tool_calls.push_back(std::move(c));
+  } else if (type == "function_call_output") {
+    ChatMessage m;
+    m.role = Role::kTool;
+    m.tool_call_id = item.required("call_id").string();
+    Field output = item.required("output");
+    if (output.is_string()) {
+      m.content = output.string();
+    } else {
+      std::vector<ContentPart> parts;
+      for (const Field& p : output.items()) parts.push_back(message_part(p));
+      m.content = std::move(parts);
+    }
+    out.push_back(std::move(m));
+  } else if (type == "reasoning") {
+    reasoning += reasoning_text(item);
+  } else {
+    type_field->refuse(fmt::format(
+        "unsupported item type \"{}\" (expected message, function_call, function_call_output or "
+        "reasoning)",
+        type));
+  }
+}
+
+std::vector<ChatMessage> parse_input(const Field& root, const std::string& instructions) {
+  std::vector<ChatMessage> out;
+  if (!instructions.empty()) {
+    ChatMessage m;
+    m.role = Role::kSystem;
+    m.content = instructions;
+    out.push_back(std::move(m));
+  }
+  Field input = root.required("input");
+  if (input.is_string()) {
+    ChatMessage m;
+    m.content = input.string();
+    out.push_back(std::move(m));
+    return out;
+  }
+  std::vector<Field> items = input.items();
+  if (items.empty()) input.refuse("must not be empty");
+  std::string reasoning;
+  for (const Field& item : items) parse_item(item, out, reasoning);
+  return out;
+}
+
+// Flat function tools, shown to the model in chat's nested shape.
+std::vector<Tool> parse_tools(const Field& root) {
+  std::vector<Tool> out;
+  std::optional<Field> list = root.get("tools");
+  if (!list) return out;
+  for (const Field& f : list->items()) {
+    f.expect_object();
+    Field type = f.required("type");
+    if (type.string() != "function")
+      type.refuse(fmt::format("unsupported tool type \"{}\" (only function tools are served here)",
+                              type.string()));
+    Tool t = parse_tool(f);
+    std::string inner = "{\"name\":" + f.required("name").compact_json();
+    if (std::optional<Field> d = f.get("description")) inner += ",\"description\":" + d->compact_json();
+    if (std::optional<Field> p = f.get("parameters")) inner += ",\"parameters\":" + p->compact_json();
+    t.declaration = "{\"type\":\"function\",\"function\":" + inner + "}}";
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+ToolChoice parse_tool_choice(const Field& root) {
+  ToolChoice out;
+  if (std::optional<Field> p = root.get("parallel_tool_calls")) out.parallel = p->boolean();
+  std::optional<Field> f = root.get("tool_choice");
+  if (!f) return out;
+  if (f->is_string()) {
+    const std::string s = f->string();
+    if (s == "none")
+      out.kind = ToolChoice::Kind::kNone;
+    else if (s == "required")
+      out.kind = ToolChoice::Kind::kRequired;
+    else if (s != "auto")
+      f->refuse(fmt::format("unknown value \"{}\" (expected none, auto or required)", s));
+    return out;
+  }
+  f->expect_object();
+  Field type = f->required("type");
+  if (type.string() != "function") type.refuse("must be \"function\"");
+  out.kind = ToolChoice::Kind::kNamed;
+  out.name = f->required("name").string();
+  return out;
+}
+
+// text.format: text, json_object, or json_schema with the schema beside its name.
+ResponseFormat parse_text_format(const Field& root) {
+  ResponseFormat out;
+  std::optional<Field> text = root.get("text");
+  if (!text) return out;
+  std::optional<Field> format = text->get("format");
+  if (!format) return out;
+  Field type = format->required("type");
+  const std::string t = type.string();
+  if (t == "json_object") {
+    out.kind = ResponseFormat::Kind::kJsonObject;
+  } else if (t == "json_schema") {
+    out.kind = ResponseFormat::Kind::kJsonSchema;
+    out.schema = format->required("schema").compact_json();
+  } else if (t != "text") {
+    type.refuse(fmt::format("unknown type \"{}\" (expected text, json_object or json_schema)", t));
+  }
+  return out;
+}
+
+GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
+  GenerationParams g;
+  if (std::optional<std::string> m = get_string(root, "model")) g.model = *m;
+  SamplerParams& sp = g.sampler;
+  if (std::optional<Field> t = root.get("temperature")) sp.temperature = (float)t->number(0, 2);
+  if (std::optional<Field> p = root.get("top_p")) {
+    sp.top_p = (float)p->number(0, 1);
+    if (!(sp.top_p > 0)) p->refuse("must be greater than 0");
+  }
+  int64_t cap = limits.max_tokens_cap > 0 ? limits.max_tokens_cap : INT64_MAX;
+  if (std::optional<Field> m = root.get("max_output_tokens")) g.max_tokens = m->integer(1, cap);
+  if (std::optional<Field> s = root.get("stream")) g.stream = s->boolean();
+  g.include_usage = true;
+  return g;
+}
+
+}  // namespace
+
+ResponsesRequest parse_responses_request(std::string_view body, const RequestLimits& limits) {
+  json::Body doc(body);
+  Field root = doc.root();
+  ResponsesRequest out;
+  if (std::optional<Field> prev = root.get("previous_response_id"))
+    prev->refuse("this server keeps no responses; send the whole conversation as input");
+  out.instructions = get_string(root, "instructions").value_or("");
+  Conversation& c = out.conversation;
+  c.messages = parse_input(root, out.instructions);
+  c.tools = parse_tools(root);
+  c.tool_choice = parse_tool_choice(root);
+  c.response_format = parse_text_format(root);
+  parse_thinking(root, c);  // reasoning.effort
+  out.params = parse_params(root, limits);
+  if (std::optional<Field> store = root.get("store")) store->boolean();
+  return out;
+}
+
+}  // namespace waste

@@ -1,0 +1,51 @@
+// A generation's output in the Responses API's shapes: one response object, or the typed event
+// stream (response.created and .in_progress, then per output item its added event, its text or
+// arguments deltas and done events, then response.completed or .incomplete). The think channel
+// becomes a reasoning item (its text as a summary part), content a message item with one
+// output_text part, each tool call a function_call item.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "protocol/openai/responses_response.h"
+#include "server/http/http.h"
+#include "server/runtime/engine_worker.h"
+
+namespace waste {
+
+class ResponsesSink final : public JobSink {
+ public:
+  ResponsesSink(std::shared_ptr<http::ResponseWriter> out, ResponseObject header, bool stream,
+                std::chrono::milliseconds keepalive = std::chrono::milliseconds(5000));
+
+  bool cancelled() override { return out_->closed(); }
+  void prefill_progress(size_t done, size_t total) override;
+  void on_event(const ReplyEvent& e) override;
+  void on_token(int32_t, const TokenLogprobs*) override { unread_tokens_++; }
+  void begin() override;
+  void end(std::span<const DecodeResult> replies) override;
+  void fail(int status, const std::string& message, const std::string& code) override;
+
+ private:
+  void open_item(OutputItem item);
+  void close_item();
+  void append(OutputItem::Kind kind, const std::string& text);
+  void write(const char* type, const std::string& data);
+  int64_t next_seq() { return seq_++; }
+
+  std::shared_ptr<http::ResponseWriter> out_;
+  ResponseObject r_;
+  bool stream_;
+  std::chrono::milliseconds keepalive_;
+  bool started_ = false;
+  bool open_ = false;  // r_.output.back() is still receiving
+  int64_t seq_ = 0;
+  size_t ids_ = 0;  // output items numbered so far, for their ids
+  int64_t unread_tokens_ = 0;  // tokens chosen since the last event
+  int64_t reasoning_tokens_ = 0;
+  std::chrono::steady_clock::time_point last_write_;
+};
+
+}  // namespace waste
