@@ -147,12 +147,13 @@ class Recorder final : public http::ResponseWriter {
   std::vector<std::string> calls;
 };
 
-ReplyEvent ev(ReplyEvent::Kind k, std::string text = "") {
+ReplyEvent ev(ReplyEvent::Kind k, std::string text = "", std::string id = "call_1",
+              std::string name = "f") {
   ReplyEvent e;
   e.kind = k;
   e.text = std::move(text);
-  e.id = "call_1";
-  e.name = "f";
+  e.id = std::move(id);
+  e.name = std::move(name);
   return e;
 }
 

@@ -1,0 +1,35 @@
+// Fuzzes the Responses API body parser (protocol/openai/responses_request.h) and what K3 does with what it
+// accepts: rendering and compiling the reply grammar (tools' parameters, tool_choice required or
+// named, text.format). Input is refused (ApiError, UsageError, SchemaError) or handled, never a crash.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "engine/base/error.h"
+#include "prompt_templates/k3/k3_reply_grammar.h"
+#include "prompt_templates/k3/k3_template.h"
+#include "protocol/openai/responses_request.h"
+#include "protocol/api_error.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  waste::Conversation c;
+  const std::string_view body((const char*)data, size);
+  try {
+    c = waste::parse_responses_request(body, {1000, 0, 8}).conversation;
+  } catch (const waste::ApiError&) {
+    return 0;
+  }
+  const bool thinking = c.thinking.value_or(size % 2 == 1);
+  try {
+    waste::K3RenderOptions o;
+    o.default_thinking = thinking;
+    waste::render_k3(c, o);
+  } catch (const waste::UsageError&) {
+  }
+  try {
+    waste::k3_reply_grammar(c, thinking);
+    waste::k3_forced_opening(c, thinking);
+  } catch (const waste::UsageError&) {  // SchemaError included
+  }
+  return 0;
+}

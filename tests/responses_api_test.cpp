@@ -1,0 +1,161 @@
+// The Responses API at the edge: the request parser's translation into the one Conversation
+// (instructions, input items, function calls joined into one assistant turn, reasoning items,
+// flat tools shown nested, text.format), every bad field named, and the sink's event order
+// with increasing sequence numbers.
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include "protocol/api_error.h"
+#include "protocol/openai/responses_request.h"
+#include "server/api/responses_sink.h"
+
+namespace waste {
+namespace {
+
+ResponsesRequest parse(const std::string& body) {
+  return parse_responses_request(body, {100, 0, 8});
+}
+
+std::string refusal(const std::string& body) {
+  try {
+    parse(body);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    return e.param;
+  }
+  return "accepted";
+}
+
+TEST(ResponsesRequest, TranslatesItems) {
+  ResponsesRequest r = parse(R"({"model":"m","instructions":"be brief","input":[
+      {"role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]},
+      {"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"think"}]},
+      {"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"},
+      {"type":"function_call","call_id":"c2","name":"g","arguments":"{}"},
+      {"type":"function_call_output","call_id":"c1","output":"42"},
+      {"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}],
+    "tools":[{"type":"function","name":"f","description":"d","parameters":{"type":"object"}}],
+    "tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,
+    "text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}},
+    "reasoning":{"effort":"medium"},"max_output_tokens":7,"temperature":0.3,"stream":true,"store":true})");
+  const auto& m = r.conversation.messages;
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0].role, Role::kSystem);
+  EXPECT_EQ(r.instructions, "be brief");
+  EXPECT_EQ(std::get<std::vector<ContentPart>>(m[1].content)[1].kind, ContentPart::Kind::kImage);
+  EXPECT_EQ(m[2].role, Role::kAssistant);  // both calls in one turn, with the reasoning before
+  EXPECT_EQ(m[2].reasoning_content, "think");
+  ASSERT_EQ(m[2].tool_calls.size(), 2u);
+  EXPECT_EQ(m[2].tool_calls[0].id, "c1");
+  EXPECT_EQ(m[2].tool_calls[0].arguments, "{\"a\":1}");
+  EXPECT_EQ(m[3].role, Role::kTool);
+  EXPECT_EQ(m[3].tool_call_id, "c1");
+  EXPECT_EQ(std::get<std::vector<ContentPart>>(m[4].content)[0].text, "done");
+  ASSERT_EQ(r.conversation.tools.size(), 1u);
+  EXPECT_EQ(r.conversation.tools[0].declaration,
+            R"({"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"}}})");
+  EXPECT_EQ(r.conversation.tool_choice.kind, ToolChoice::Kind::kNamed);
+  EXPECT_FALSE(r.conversation.tool_choice.parallel);
+  EXPECT_EQ(r.conversation.response_format.kind, ResponseFormat::Kind::kJsonSchema);
+  EXPECT_EQ(r.conversation.response_format.schema, R"({"type":"object"})");
+  EXPECT_EQ(r.conversation.thinking_effort, "high");
+  EXPECT_EQ(r.params.max_tokens, 7);
+  EXPECT_TRUE(r.params.stream);
+  EXPECT_EQ(std::get<std::string>(parse(R"({"input":"hi"})").conversation.messages[0].content),
+            "hi");
+}
+
+TEST(ResponsesRequest, EveryBadFieldIsNamed) {
+  EXPECT_EQ(refusal(R"({"model":"m"})"), "input");
+  EXPECT_EQ(refusal(R"({"input":[]})"), "input");
+  EXPECT_EQ(refusal(R"({"input":[{"type":"item_reference","id":"x"}]})"), "input[0].type");
+  EXPECT_EQ(refusal(R"({"input":[{"role":"tool","content":"x"}]})"), "input[0].role");
+  EXPECT_EQ(refusal(R"({"input":[{"role":"user","content":[{"type":"input_file"}]}]})"),
+            "input[0].content[0].type");
+  EXPECT_EQ(refusal(R"({"input":[{"type":"function_call","name":"f","arguments":"{}"}]})"),
+            "input[0].call_id");
+  EXPECT_EQ(refusal(R"({"input":"x","tools":[{"type":"web_search"}]})"), "tools[0].type");
+  EXPECT_EQ(refusal(R"({"input":"x","tool_choice":"any"})"), "tool_choice");
+  EXPECT_EQ(refusal(R"({"input":"x","text":{"format":{"type":"yaml"}}})"), "text.format.type");
+  EXPECT_EQ(refusal(R"({"input":"x","max_output_tokens":0})"), "max_output_tokens");
+  EXPECT_EQ(refusal(R"({"input":"x","previous_response_id":"resp_1"})"), "previous_response_id");
+  EXPECT_EQ(refusal(R"({"input":"x","reasoning":{"effort":"huge"}})"), "reasoning.effort");
+}
+
+class Recorder final : public http::ResponseWriter {
+ public:
+  bool send(int, const std::string&, std::string body,
+            const std::map<std::string, std::string>&) override {
+    calls.push_back(body);
+    return true;
+  }
+  bool start_events() override { return true; }
+  bool event(const std::string&) override { return true; }
+  bool named_event(const std::string& name, const std::string& data) override {
+    calls.push_back(name);
+    simdjson::dom::parser p;
+    simdjson::dom::element e = p.parse(data).value();
+    EXPECT_EQ(std::string_view(e["type"]), name);
+    EXPECT_EQ(int64_t(e["sequence_number"]), seq++);
+    return true;
+  }
+  bool comment(const std::string&) override { return true; }
+  void finish() override { calls.push_back("finish"); }
+  bool closed() const override { return false; }
+  std::vector<std::string> calls;
+  int64_t seq = 0;
+};
+
+ReplyEvent ev(ReplyEvent::Kind k, std::string text = "", std::string id = "call_1",
+              std::string name = "f") {
+  ReplyEvent e;
+  e.kind = k;
+  e.text = std::move(text);
+  e.id = std::move(id);
+  e.name = std::move(name);
+  return e;
+}
+
+TEST(ResponsesSink, StreamOrderAndIncomplete) {
+  auto w = std::make_shared<Recorder>();
+  ResponseObject head;
+  head.id = "resp_abc";
+  ResponsesSink sink(w, head, true);
+  using K = ReplyEvent::Kind;
+  sink.begin();
+  sink.on_event(ev(K::kReasoning, "r"));
+  sink.on_event(ev(K::kContent, "c"));
+  sink.on_event(ev(K::kToolCallStart));
+  sink.on_event(ev(K::kToolCallArguments, "{}"));
+  sink.on_event(ev(K::kToolCallEnd));
+  sink.on_event(ev(K::kEnd));
+  DecodeResult r;
+  r.finish = Finish::kLength;
+  sink.end(std::vector{r});
+  EXPECT_EQ(w->calls, (std::vector<std::string>{
+                          "response.created",
+                          "response.in_progress",
+                          "response.output_item.added",
+                          "response.reasoning_summary_part.added",
+                          "response.reasoning_summary_text.delta",
+                          "response.reasoning_summary_text.done",
+                          "response.reasoning_summary_part.done",
+                          "response.output_item.done",
+                          "response.output_item.added",
+                          "response.content_part.added",
+                          "response.output_text.delta",
+                          "response.output_text.done",
+                          "response.content_part.done",
+                          "response.output_item.done",
+                          "response.output_item.added",
+                          "response.function_call_arguments.delta",
+                          "response.function_call_arguments.done",
+                          "response.output_item.done",
+                          "response.incomplete",
+                          "finish",
+                      }));
+}
+
+}  // namespace
+}  // namespace waste
