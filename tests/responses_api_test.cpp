@@ -66,6 +66,19 @@ TEST(ResponsesRequest, TranslatesItems) {
             "hi");
 }
 
+// What Codex sends: namespaced function tools are offered under their own names, hosted tools
+// (run by a provider, not by a model here) are left out.
+TEST(ResponsesRequest, NamespacesAreFlattenedAndHostedToolsLeftOut) {
+  ResponsesRequest r = parse(R"({"input":"x","tools":[
+      {"type":"function","name":"exec_command","parameters":{"type":"object"}},
+      {"type":"namespace","name":"multi_agent_v1","description":"d","tools":[
+        {"type":"function","name":"close_agent","parameters":{"type":"object"}}]},
+      {"type":"web_search","external_web_access":false}]})");
+  ASSERT_EQ(r.conversation.tools.size(), 2u);
+  EXPECT_EQ(r.conversation.tools[0].name, "exec_command");
+  EXPECT_EQ(r.conversation.tools[1].name, "close_agent");
+}
+
 TEST(ResponsesRequest, EveryBadFieldIsNamed) {
   EXPECT_EQ(refusal(R"({"model":"m"})"), "input");
   EXPECT_EQ(refusal(R"({"input":[]})"), "input");
@@ -75,7 +88,10 @@ TEST(ResponsesRequest, EveryBadFieldIsNamed) {
             "input[0].content[0].type");
   EXPECT_EQ(refusal(R"({"input":[{"type":"function_call","name":"f","arguments":"{}"}]})"),
             "input[0].call_id");
-  EXPECT_EQ(refusal(R"({"input":"x","tools":[{"type":"web_search"}]})"), "tools[0].type");
+  EXPECT_EQ(refusal(R"({"input":"x","tools":[{"type":"custom","name":"apply_patch"}]})"),
+            "tools[0].type");
+  EXPECT_EQ(refusal(R"({"input":"x","tools":[{"type":"namespace","name":"n","tools":[{"type":"web_search"}]}]})"),
+            "tools[0].tools[0].type");
   EXPECT_EQ(refusal(R"({"input":"x","tool_choice":"any"})"), "tool_choice");
   EXPECT_EQ(refusal(R"({"input":"x","text":{"format":{"type":"yaml"}}})"), "text.format.type");
   EXPECT_EQ(refusal(R"({"input":"x","max_output_tokens":0})"), "max_output_tokens");

@@ -145,24 +145,50 @@ std::vector<ChatMessage> parse_input(const Field& root, const std::string& instr
   return out;
 }
 
-// Flat function tools, shown to the model in chat's nested shape.
-std::vector<Tool> parse_tools(const Field& root) {
-  std::vector<Tool> out;
-  std::optional<Field> list = root.get("tools");
-  if (!list) return out;
-  for (const Field& f : list->items()) {
+// Tools the provider runs itself (search, code, computers): nothing here can run them, so the
+// model is not offered them; the reply can still call every function tool.
+bool hosted_tool(const std::string& type) {
+  static const char* const kHosted[] = {"web_search",       "web_search_preview",
+                                        "file_search",      "code_interpreter",
+                                        "image_generation", "computer_use_preview",
+                                        "mcp",              "local_shell"};
+  for (const char* h : kHosted)
+    if (type == h || type.starts_with(std::string(h) + "_")) return true;
+  return false;
+}
+
+// A flat function tool, shown to the model in chat's nested shape.
+Tool function_tool(const Field& f) {
+  Tool t = parse_tool(f);
+  std::string inner = "{\"name\":" + f.required("name").compact_json();
+  if (std::optional<Field> d = f.get("description")) inner += ",\"description\":" + d->compact_json();
+  if (std::optional<Field> p = f.get("parameters")) inner += ",\"parameters\":" + p->compact_json();
+  t.declaration = "{\"type\":\"function\",\"function\":" + inner + "}}";
+  return t;
+}
+
+// Function tools, and the function tools of namespaces (groups of them, as Codex sends its
+// sub-agent tools), under their own names.
+void add_tools(const Field& list, bool in_namespace, std::vector<Tool>& out) {
+  for (const Field& f : list.items()) {
     f.expect_object();
     Field type = f.required("type");
-    if (type.string() != "function")
-      type.refuse(fmt::format("unsupported tool type \"{}\" (only function tools are served here)",
-                              type.string()));
-    Tool t = parse_tool(f);
-    std::string inner = "{\"name\":" + f.required("name").compact_json();
-    if (std::optional<Field> d = f.get("description")) inner += ",\"description\":" + d->compact_json();
-    if (std::optional<Field> p = f.get("parameters")) inner += ",\"parameters\":" + p->compact_json();
-    t.declaration = "{\"type\":\"function\",\"function\":" + inner + "}}";
-    out.push_back(std::move(t));
+    const std::string t = type.string();
+    if (t == "function")
+      out.push_back(function_tool(f));
+    else if (t == "namespace" && !in_namespace)
+      add_tools(f.required("tools"), true, out);
+    else if (!hosted_tool(t) || in_namespace)
+      type.refuse(fmt::format(
+          "unsupported tool type \"{}\" (function and namespace tools are served; hosted tools "
+          "such as web_search are left out)",
+          t));
   }
+}
+
+std::vector<Tool> parse_tools(const Field& root) {
+  std::vector<Tool> out;
+  if (std::optional<Field> list = root.get("tools")) add_tools(*list, false, out);
   return out;
 }
 
