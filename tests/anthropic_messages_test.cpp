@@ -14,8 +14,8 @@
 namespace waste {
 namespace {
 
-MessagesRequest parse(const std::string& extra, const std::string& messages =
-                                                    R"([{"role":"user","content":"hi"}])") {
+MessagesRequest parse(const std::string& extra,
+                      const std::string& messages = R"([{"role":"user","content":"hi"}])") {
   return parse_messages_request(
       R"({"model":"m","max_tokens":16,"messages":)" + messages + extra + "}", {100, 0, 8});
 }
@@ -63,8 +63,9 @@ TEST(AnthropicRequest, ToolsToolChoiceAndThinking) {
   MessagesRequest r = parse(
       R"(,"tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object"}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true},"thinking":{"type":"enabled","budget_tokens":2048})");
   ASSERT_EQ(r.conversation.tools.size(), 1u);
-  EXPECT_EQ(r.conversation.tools[0].declaration,
-            R"({"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object"}}})");
+  EXPECT_EQ(
+      r.conversation.tools[0].declaration,
+      R"({"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object"}}})");
   EXPECT_EQ(r.conversation.tool_choice.kind, ToolChoice::Kind::kRequired);
   EXPECT_FALSE(r.conversation.tool_choice.parallel);
   EXPECT_EQ(r.conversation.thinking, true);
@@ -85,13 +86,17 @@ TEST(AnthropicRequest, EveryBadFieldIsNamed) {
             "messages[0].content[0].type");
   EXPECT_EQ(refusal(head + R"([{"role":"assistant","content":[{"type":"tool_result"}]}]})"),
             "messages[0].content[0].type");
-  EXPECT_EQ(refusal(head + R"([{"role":"user","content":[{"type":"image","source":{"type":"file"}}]}]})"),
-            "messages[0].content[0].source.type");
+  EXPECT_EQ(
+      refusal(head + R"([{"role":"user","content":[{"type":"image","source":{"type":"file"}}]}]})"),
+      "messages[0].content[0].source.type");
   EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"temperature":1.5})"), "temperature");
   EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"tools":[{"name":"f"}]})"),
             "tools[0].input_schema");
-  EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"tools":[{"type":"bash_20250124","name":"bash"}]})"),
-            "tools[0].type");
+  EXPECT_EQ(
+      refusal(
+          head +
+          R"([{"role":"user","content":"x"}],"tools":[{"type":"bash_20250124","name":"bash"}]})"),
+      "tools[0].type");
   EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"tool_choice":{"type":"some"}})"),
             "tool_choice.type");
   EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"stop_sequences":[""]})"),
@@ -99,7 +104,8 @@ TEST(AnthropicRequest, EveryBadFieldIsNamed) {
   EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"thinking":{"type":"enabled"}})"),
             "thinking.budget_tokens");
   // count_tokens needs no max_tokens.
-  EXPECT_NO_THROW(parse_count_tokens_request(R"({"model":"m","messages":[{"role":"user","content":"x"}]})"));
+  EXPECT_NO_THROW(
+      parse_count_tokens_request(R"({"model":"m","messages":[{"role":"user","content":"x"}]})"));
 }
 
 TEST(AnthropicResponse, MessageAndErrorBodies) {
@@ -121,8 +127,9 @@ TEST(AnthropicResponse, MessageAndErrorBodies) {
             R"({"type":"error","error":{"type":"not_found_error","message":"no"}})");
   EXPECT_NE(anthropic_error_body(503, "x").find("overloaded_error"), std::string::npos);
   EXPECT_NE(anthropic_error_body(401, "x").find("authentication_error"), std::string::npos);
-  EXPECT_EQ(block_delta_json(2, ContentBlockOut::Kind::kToolUse, "{\"a"),
-            R"({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a"}})");
+  EXPECT_EQ(
+      block_delta_json(2, ContentBlockOut::Kind::kToolUse, "{\"a"),
+      R"({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a"}})");
 }
 
 class Recorder final : public http::ResponseWriter {
@@ -174,13 +181,12 @@ TEST(AnthropicSink, StreamOrderAndStopReasons) {
   DecodeResult r;
   r.finish = Finish::kEnd;
   sink.end(std::vector{r});
-  EXPECT_EQ(w->calls,
-            (std::vector<std::string>{
-                "message_start", "ping", "content_block_start", "content_block_delta",
-                "content_block_delta", "content_block_stop", "content_block_start",
-                "content_block_delta", "content_block_stop", "content_block_start",
-                "content_block_delta", "content_block_stop", "message_delta", "message_stop",
-                "finish"}));
+  EXPECT_EQ(w->calls, (std::vector<std::string>{
+                          "message_start", "ping", "content_block_start", "content_block_delta",
+                          "content_block_delta", "content_block_stop", "content_block_start",
+                          "content_block_delta", "content_block_stop", "content_block_start",
+                          "content_block_delta", "content_block_stop", "message_delta",
+                          "message_stop", "finish"}));
   r.finish = Finish::kStop;
   r.stop = "END";
   StopOut s = anthropic_stop(r, false);

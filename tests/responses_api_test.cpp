@@ -53,8 +53,9 @@ TEST(ResponsesRequest, TranslatesItems) {
   EXPECT_EQ(m[3].tool_call_id, "c1");
   EXPECT_EQ(std::get<std::vector<ContentPart>>(m[4].content)[0].text, "done");
   ASSERT_EQ(r.conversation.tools.size(), 1u);
-  EXPECT_EQ(r.conversation.tools[0].declaration,
-            R"({"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"}}})");
+  EXPECT_EQ(
+      r.conversation.tools[0].declaration,
+      R"({"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"}}})");
   EXPECT_EQ(r.conversation.tool_choice.kind, ToolChoice::Kind::kNamed);
   EXPECT_FALSE(r.conversation.tool_choice.parallel);
   EXPECT_EQ(r.conversation.response_format.kind, ResponseFormat::Kind::kJsonSchema);
@@ -90,8 +91,10 @@ TEST(ResponsesRequest, EveryBadFieldIsNamed) {
             "input[0].call_id");
   EXPECT_EQ(refusal(R"({"input":"x","tools":[{"type":"custom","name":"apply_patch"}]})"),
             "tools[0].type");
-  EXPECT_EQ(refusal(R"({"input":"x","tools":[{"type":"namespace","name":"n","tools":[{"type":"web_search"}]}]})"),
-            "tools[0].tools[0].type");
+  EXPECT_EQ(
+      refusal(
+          R"({"input":"x","tools":[{"type":"namespace","name":"n","tools":[{"type":"web_search"}]}]})"),
+      "tools[0].tools[0].type");
   EXPECT_EQ(refusal(R"({"input":"x","tool_choice":"any"})"), "tool_choice");
   EXPECT_EQ(refusal(R"({"input":"x","text":{"format":{"type":"yaml"}}})"), "text.format.type");
   EXPECT_EQ(refusal(R"({"input":"x","max_output_tokens":0})"), "max_output_tokens");

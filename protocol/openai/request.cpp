@@ -251,7 +251,6 @@ std::optional<Field> find_effort(const Field& root, const std::optional<Field>& 
   return std::nullopt;
 }
 
-
 // Legacy `functions`: flat function declarations, rendered as OpenAI's tool wrapper would
 // hold them; `function_call` chooses among them as tool_choice does, one call at most.
 void parse_legacy_functions(const Field& root, Conversation& out) {

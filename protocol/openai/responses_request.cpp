@@ -148,10 +148,9 @@ std::vector<ChatMessage> parse_input(const Field& root, const std::string& instr
 // Tools the provider runs itself (search, code, computers): nothing here can run them, so the
 // model is not offered them; the reply can still call every function tool.
 bool hosted_tool(const std::string& type) {
-  static const char* const kHosted[] = {"web_search",       "web_search_preview",
-                                        "file_search",      "code_interpreter",
-                                        "image_generation", "computer_use_preview",
-                                        "mcp",              "local_shell"};
+  static const char* const kHosted[] = {
+      "web_search",       "web_search_preview",   "file_search", "code_interpreter",
+      "image_generation", "computer_use_preview", "mcp",         "local_shell"};
   for (const char* h : kHosted)
     if (type == h || type.starts_with(std::string(h) + "_")) return true;
   return false;
@@ -161,7 +160,8 @@ bool hosted_tool(const std::string& type) {
 Tool function_tool(const Field& f) {
   Tool t = parse_tool(f);
   std::string inner = "{\"name\":" + f.required("name").compact_json();
-  if (std::optional<Field> d = f.get("description")) inner += ",\"description\":" + d->compact_json();
+  if (std::optional<Field> d = f.get("description"))
+    inner += ",\"description\":" + d->compact_json();
   if (std::optional<Field> p = f.get("parameters")) inner += ",\"parameters\":" + p->compact_json();
   t.declaration = "{\"type\":\"function\",\"function\":" + inner + "}}";
   return t;

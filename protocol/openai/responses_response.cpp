@@ -92,8 +92,7 @@ std::string response_event(const char* type, int64_t seq, const ResponseObject& 
   return w.end_object().str();
 }
 
-std::string item_event(const char* type, int64_t seq, size_t output_index,
-                       const OutputItem& item) {
+std::string item_event(const char* type, int64_t seq, size_t output_index, const OutputItem& item) {
   JsonWriter w;
   event_head(w, type, seq).key("output_index").value((int64_t)output_index).key("item");
   item_json(w, item);

@@ -12,8 +12,8 @@ namespace waste {
 struct OutputItem {
   enum class Kind { kReasoning, kMessage, kFunctionCall };
   Kind kind = Kind::kMessage;
-  std::string id;    // rs_..., msg_..., fc_...
-  std::string text;  // kReasoning: the think channel; kMessage: the output_text
+  std::string id;                        // rs_..., msg_..., fc_...
+  std::string text;                      // kReasoning: the think channel; kMessage: the output_text
   std::string call_id, name, arguments;  // kFunctionCall
   bool done = false;                     // status "completed", else "in_progress"
 };

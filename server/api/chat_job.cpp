@@ -96,11 +96,12 @@ void check_model(const ServingModel& m, const std::string& model) {
   if (model.empty() || model == m.id ||
       std::find(m.aliases.begin(), m.aliases.end(), model) != m.aliases.end())
     return;
-  throw ApiError(404,
-                 fmt::format("the model '{}' does not exist; this server serves '{}' (--model-alias "
-                             "adds other names for it)",
-                             model, m.id),
-                 "model", "model_not_found");
+  throw ApiError(
+      404,
+      fmt::format("the model '{}' does not exist; this server serves '{}' (--model-alias "
+                  "adds other names for it)",
+                  model, m.id),
+      "model", "model_not_found");
 }
 
 int64_t prompt_tokens(const ServingModel& m, const ServeOptions& opt, const Conversation& c) {

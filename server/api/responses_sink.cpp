@@ -78,8 +78,9 @@ void ResponsesSink::close_item() {
             part_event("response.content_part.done", next_seq(), at, it));
       break;
     case Kind::kReasoning:
-      write("response.reasoning_summary_text.done",
-            text_event("response.reasoning_summary_text.done", next_seq(), at, it, "text", it.text));
+      write(
+          "response.reasoning_summary_text.done",
+          text_event("response.reasoning_summary_text.done", next_seq(), at, it, "text", it.text));
       write("response.reasoning_summary_part.done",
             part_event("response.reasoning_summary_part.done", next_seq(), at, it));
       break;
@@ -105,7 +106,7 @@ void ResponsesSink::append(Kind kind, const std::string& text) {
   (kind == Kind::kFunctionCall ? it.arguments : it.text) += text;
   if (!started_) return;
   const size_t at = r_.output.size() - 1;
-  const char* type = kind == Kind::kMessage      ? "response.output_text.delta"
+  const char* type = kind == Kind::kMessage     ? "response.output_text.delta"
                      : kind == Kind::kReasoning ? "response.reasoning_summary_text.delta"
                                                 : "response.function_call_arguments.delta";
   write(type, text_event(type, next_seq(), at, it, "delta", text));

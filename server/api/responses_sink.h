@@ -42,7 +42,7 @@ class ResponsesSink final : public JobSink {
   bool started_ = false;
   bool open_ = false;  // r_.output.back() is still receiving
   int64_t seq_ = 0;
-  size_t ids_ = 0;  // output items numbered so far, for their ids
+  size_t ids_ = 0;             // output items numbered so far, for their ids
   int64_t unread_tokens_ = 0;  // tokens chosen since the last event
   int64_t reasoning_tokens_ = 0;
   std::chrono::steady_clock::time_point last_write_;

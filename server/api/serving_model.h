@@ -20,7 +20,7 @@ struct ServingModel {
   explicit ServingModel(const ServeOptions& opt);
 
   ModelHost host;
-  std::string id;  // the model id of /v1/models and of every response
+  std::string id;                    // the model id of /v1/models and of every response
   std::vector<std::string> aliases;  // other names requests may use for it
   ChatFormat format;
   std::unique_ptr<TokenIndex> token_index;

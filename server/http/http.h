@@ -64,7 +64,7 @@ struct Options {
   std::string host = "127.0.0.1";
   int port = 8000;
   uint64_t max_body_bytes = 32u << 20;  // larger bodies get 413 before they are read whole
-  std::string api_key;                  // when set, /v1/ and /metrics need "Authorization: Bearer" or x-api-key
+  std::string api_key;  // when set, /v1/ and /metrics need "Authorization: Bearer" or x-api-key
   std::vector<std::string> cors_origins;  // empty: no CORS headers; "*" allows any origin
   // Host header values served (without the port; case-insensitive); empty serves any. A
   // daemon on loopback serves only loopback names, so a web page cannot reach it through a
@@ -84,8 +84,8 @@ class Server {
   ~Server();
   // Routes are matched on method and exact path, or for a path ending in '/' (a prefix route,
   // "/v1/models/") on any longer path that starts with it, the longest such prefix winning;
-  // unknown paths get 404, a known path with another method gets 405. Handlers run on an I/O thread and must not block: hand long work
-  // to another thread and answer through the writer.
+  // unknown paths get 404, a known path with another method gets 405. Handlers run on an I/O thread
+  // and must not block: hand long work to another thread and answer through the writer.
   void route(const std::string& method, const std::string& path, Handler h);
   // Binds and starts serving; throws with a clear message if the address cannot be bound.
   void start();

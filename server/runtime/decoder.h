@@ -54,10 +54,10 @@ const char* finish_name(Finish f);
 struct DecodeResult {
   Finish finish = Finish::kEnd;
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;                       // prompt positions restored instead of computed
-  std::vector<int32_t> tokens;                     // the reply's ids, forced ones included
-  std::string stop;  // Finish::kStop: the stop string that ended the reply
-  uint64_t seed = 0;                               // the sampler's seed, for reports
+  int64_t cached_tokens = 0;    // prompt positions restored instead of computed
+  std::vector<int32_t> tokens;  // the reply's ids, forced ones included
+  std::string stop;             // Finish::kStop: the stop string that ended the reply
+  uint64_t seed = 0;            // the sampler's seed, for reports
   double prefill_seconds = 0, decode_seconds = 0;  // prefill: 0 for the replies after the first
 };
 

@@ -1,6 +1,7 @@
-// Fuzzes the Responses API body parser (protocol/openai/responses_request.h) and what K3 does with what it
-// accepts: rendering and compiling the reply grammar (tools' parameters, tool_choice required or
-// named, text.format). Input is refused (ApiError, UsageError, SchemaError) or handled, never a crash.
+// Fuzzes the Responses API body parser (protocol/openai/responses_request.h) and what K3 does with
+// what it accepts: rendering and compiling the reply grammar (tools' parameters, tool_choice
+// required or named, text.format). Input is refused (ApiError, UsageError, SchemaError) or handled,
+// never a crash.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -8,8 +9,8 @@
 #include "engine/base/error.h"
 #include "prompt_templates/k3/k3_reply_grammar.h"
 #include "prompt_templates/k3/k3_template.h"
-#include "protocol/openai/responses_request.h"
 #include "protocol/api_error.h"
+#include "protocol/openai/responses_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   waste::Conversation c;
