@@ -167,7 +167,7 @@ TEST_F(ServerTest, ErrorsHaveOpenAIShapeAndStatus) {
       {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400,
        "\"param\":\"temperature\""},
       {R"({"messages":[{"role":"wizard","content":"hi"}]})", 400, "messages[0].role"},
-      {R"({"messages":[{"role":"user","content":"hi"}],"n":2})", 400, "\"param\":\"n\""},
+      {R"({"messages":[{"role":"user","content":"hi"}],"n":9})", 400, "\"param\":\"n\""},
       {R"({"model":"gpt-4","messages":[{"role":"user","content":"hi"}]})", 404, "model_not_found"},
       {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1000})", 400,
        "context_length_exceeded"},
