@@ -152,30 +152,6 @@ bool boolean_or(const Field& root, std::string_view key, bool def) {
   return f ? f->boolean() : def;
 }
 
-ToolChoice parse_tool_choice(const Field& root) {
-  ToolChoice out;
-  out.parallel = boolean_or(root, "parallel_tool_calls", true);
-  std::optional<Field> f = root.get("tool_choice");
-  if (!f) return out;
-  if (f->is_string()) {
-    const std::string s = f->string();
-    if (s == "none")
-      out.kind = ToolChoice::Kind::kNone;
-    else if (s == "required")
-      out.kind = ToolChoice::Kind::kRequired;
-    else if (s != "auto")
-      f->refuse(fmt::format("unknown value \"{}\" (expected none, auto or required)", s));
-    return out;
-  }
-  f->expect_object();
-  std::optional<Field> type = f->get("type");
-  if (!type || type->string() != "function")
-    throw ApiError(400, "tool_choice.type: must be \"function\"", "tool_choice.type");
-  Field name = f->required("function").required("name");
-  out.kind = ToolChoice::Kind::kNamed;
-  out.name = name.string();
-  return out;
-}
 
 // json_schema.schema, else json_schema.json_schema, else json_schema itself (a key that is
 // present but null still counts, as dict.get does).
@@ -388,6 +364,31 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits,
 
 }  // namespace
 
+ToolChoice parse_tool_choice(const Field& root) {
+  ToolChoice out;
+  if (std::optional<Field> p = root.get("parallel_tool_calls")) out.parallel = p->boolean();
+  std::optional<Field> f = root.get("tool_choice");
+  if (!f) return out;
+  if (f->is_string()) {
+    const std::string s = f->string();
+    if (s == "none")
+      out.kind = ToolChoice::Kind::kNone;
+    else if (s == "required")
+      out.kind = ToolChoice::Kind::kRequired;
+    else if (s != "auto")
+      f->refuse(fmt::format("unknown value \"{}\" (expected none, auto or required)", s));
+    return out;
+  }
+  f->expect_object();
+  std::optional<Field> type = f->get("type");
+  if (!type || type->string() != "function")
+    throw ApiError(400, "tool_choice.type: must be \"function\"", "tool_choice.type");
+  // Chat nests the name under `function`; the Responses API puts it beside the type.
+  Field name = f->has("name") ? f->required("name") : f->required("function").required("name");
+  out.kind = ToolChoice::Kind::kNamed;
+  out.name = name.string();
+  return out;
+}
 Tool parse_tool(const Field& f) {
   f.expect_object();
   // OpenAI nests the function under `function`; a flat declaration carries it itself.

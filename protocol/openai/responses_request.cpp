@@ -192,28 +192,6 @@ std::vector<Tool> parse_tools(const Field& root) {
   return out;
 }
 
-ToolChoice parse_tool_choice(const Field& root) {
-  ToolChoice out;
-  if (std::optional<Field> p = root.get("parallel_tool_calls")) out.parallel = p->boolean();
-  std::optional<Field> f = root.get("tool_choice");
-  if (!f) return out;
-  if (f->is_string()) {
-    const std::string s = f->string();
-    if (s == "none")
-      out.kind = ToolChoice::Kind::kNone;
-    else if (s == "required")
-      out.kind = ToolChoice::Kind::kRequired;
-    else if (s != "auto")
-      f->refuse(fmt::format("unknown value \"{}\" (expected none, auto or required)", s));
-    return out;
-  }
-  f->expect_object();
-  Field type = f->required("type");
-  if (type.string() != "function") type.refuse("must be \"function\"");
-  out.kind = ToolChoice::Kind::kNamed;
-  out.name = f->required("name").string();
-  return out;
-}
 
 // text.format: text, json_object, or json_schema with the schema beside its name.
 ResponseFormat parse_text_format(const Field& root) {
