@@ -10,6 +10,7 @@
 #include "protocol/anthropic/messages_response.h"
 #include "protocol/api_error.h"
 #include "server/api/anthropic_sink.h"
+#include "tests/recording_writer.h"
 
 namespace waste {
 namespace {
@@ -132,28 +133,6 @@ TEST(AnthropicResponse, MessageAndErrorBodies) {
       R"({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a"}})");
 }
 
-class Recorder final : public http::ResponseWriter {
- public:
-  bool send(int status, const std::string&, std::string body,
-            const std::map<std::string, std::string>&) override {
-    calls.push_back(std::to_string(status) + " " + body);
-    return true;
-  }
-  bool start_events() override { return true; }
-  bool event(const std::string& data) override {
-    calls.push_back("data " + data);
-    return true;
-  }
-  bool named_event(const std::string& name, const std::string&) override {
-    calls.push_back(name);
-    return true;
-  }
-  bool comment(const std::string&) override { return true; }
-  void finish() override { calls.push_back("finish"); }
-  bool closed() const override { return false; }
-  std::vector<std::string> calls;
-};
-
 ReplyEvent ev(ReplyEvent::Kind k, std::string text = "", std::string id = "call_1",
               std::string name = "f") {
   ReplyEvent e;
@@ -166,7 +145,7 @@ ReplyEvent ev(ReplyEvent::Kind k, std::string text = "", std::string id = "call_
 
 // Blocks open and close as the reply changes channel; a stop string is named in the stop.
 TEST(AnthropicSink, StreamOrderAndStopReasons) {
-  auto w = std::make_shared<Recorder>();
+  auto w = std::make_shared<test::RecordingWriter>();
   AnthropicSink sink(w, {"msg_1", "k3"}, {true, 10, std::chrono::milliseconds(0)});
   using K = ReplyEvent::Kind;
   sink.begin();
@@ -181,12 +160,13 @@ TEST(AnthropicSink, StreamOrderAndStopReasons) {
   DecodeResult r;
   r.finish = Finish::kEnd;
   sink.end(std::vector{r});
-  EXPECT_EQ(w->calls, (std::vector<std::string>{
-                          "message_start", "ping", "content_block_start", "content_block_delta",
-                          "content_block_delta", "content_block_stop", "content_block_start",
-                          "content_block_delta", "content_block_stop", "content_block_start",
-                          "content_block_delta", "content_block_stop", "message_delta",
-                          "message_stop", "finish"}));
+  EXPECT_EQ(w->names(),
+            (std::vector<std::string>{
+                "message_start", "ping", "content_block_start", "content_block_delta",
+                "content_block_delta", "content_block_stop", "content_block_start",
+                "content_block_delta", "content_block_stop", "content_block_start",
+                "content_block_delta", "content_block_stop", "message_delta", "message_stop"}));
+  EXPECT_EQ(w->calls.back(), "finish");
   r.finish = Finish::kStop;
   r.stop = "END";
   StopOut s = anthropic_stop(r, false);

@@ -10,42 +10,13 @@
 #include <vector>
 
 #include "server/api/openai_sink.h"
+#include "tests/recording_writer.h"
 #include "tests/test_util.h"
 
 namespace waste {
 namespace {
 
-// Every call as one line: "send 200 application/json BODY", "start", "event DATA", "comment
-// TEXT", "finish".
-class RecordingWriter final : public http::ResponseWriter {
- public:
-  bool send(int status, const std::string& type, std::string body,
-            const std::map<std::string, std::string>&) override {
-    calls.push_back(fmt::format("send {} {} {}", status, type, body));
-    return true;
-  }
-  bool start_events() override {
-    calls.push_back("start");
-    return true;
-  }
-  bool event(const std::string& data) override {
-    calls.push_back("event " + data);
-    return true;
-  }
-  bool named_event(const std::string& name, const std::string& data) override {
-    calls.push_back("event:" + name + " " + data);
-    return true;
-  }
-  bool comment(const std::string& text) override {
-    calls.push_back("comment " + text);
-    return true;
-  }
-  void finish() override { calls.push_back("finish"); }
-  bool closed() const override { return gone; }
-
-  std::vector<std::string> calls;
-  bool gone = false;
-};
+using test::RecordingWriter;
 
 ReplyEvent event(ReplyEvent::Kind kind, std::string text = "", size_t index = 0,
                  std::string id = "", std::string name = "") {

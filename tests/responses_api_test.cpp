@@ -9,6 +9,7 @@
 #include "protocol/api_error.h"
 #include "protocol/openai/responses_request.h"
 #include "server/api/responses_sink.h"
+#include "tests/recording_writer.h"
 
 namespace waste {
 namespace {
@@ -102,30 +103,6 @@ TEST(ResponsesRequest, EveryBadFieldIsNamed) {
   EXPECT_EQ(refusal(R"({"input":"x","reasoning":{"effort":"huge"}})"), "reasoning.effort");
 }
 
-class Recorder final : public http::ResponseWriter {
- public:
-  bool send(int, const std::string&, std::string body,
-            const std::map<std::string, std::string>&) override {
-    calls.push_back(body);
-    return true;
-  }
-  bool start_events() override { return true; }
-  bool event(const std::string&) override { return true; }
-  bool named_event(const std::string& name, const std::string& data) override {
-    calls.push_back(name);
-    simdjson::dom::parser p;
-    simdjson::dom::element e = p.parse(data).value();
-    EXPECT_EQ(std::string_view(e["type"]), name);
-    EXPECT_EQ(int64_t(e["sequence_number"]), seq++);
-    return true;
-  }
-  bool comment(const std::string&) override { return true; }
-  void finish() override { calls.push_back("finish"); }
-  bool closed() const override { return false; }
-  std::vector<std::string> calls;
-  int64_t seq = 0;
-};
-
 ReplyEvent ev(ReplyEvent::Kind k, std::string text = "", std::string id = "call_1",
               std::string name = "f") {
   ReplyEvent e;
@@ -137,7 +114,7 @@ ReplyEvent ev(ReplyEvent::Kind k, std::string text = "", std::string id = "call_
 }
 
 TEST(ResponsesSink, StreamOrderAndIncomplete) {
-  auto w = std::make_shared<Recorder>();
+  auto w = std::make_shared<test::RecordingWriter>();
   ResponseObject head;
   head.id = "resp_abc";
   ResponsesSink sink(w, head, true);
@@ -152,28 +129,35 @@ TEST(ResponsesSink, StreamOrderAndIncomplete) {
   DecodeResult r;
   r.finish = Finish::kLength;
   sink.end(std::vector{r});
-  EXPECT_EQ(w->calls, (std::vector<std::string>{
-                          "response.created",
-                          "response.in_progress",
-                          "response.output_item.added",
-                          "response.reasoning_summary_part.added",
-                          "response.reasoning_summary_text.delta",
-                          "response.reasoning_summary_text.done",
-                          "response.reasoning_summary_part.done",
-                          "response.output_item.done",
-                          "response.output_item.added",
-                          "response.content_part.added",
-                          "response.output_text.delta",
-                          "response.output_text.done",
-                          "response.content_part.done",
-                          "response.output_item.done",
-                          "response.output_item.added",
-                          "response.function_call_arguments.delta",
-                          "response.function_call_arguments.done",
-                          "response.output_item.done",
-                          "response.incomplete",
-                          "finish",
-                      }));
+  EXPECT_EQ(w->names(), (std::vector<std::string>{
+                            "response.created",
+                            "response.in_progress",
+                            "response.output_item.added",
+                            "response.reasoning_summary_part.added",
+                            "response.reasoning_summary_text.delta",
+                            "response.reasoning_summary_text.done",
+                            "response.reasoning_summary_part.done",
+                            "response.output_item.done",
+                            "response.output_item.added",
+                            "response.content_part.added",
+                            "response.output_text.delta",
+                            "response.output_text.done",
+                            "response.content_part.done",
+                            "response.output_item.done",
+                            "response.output_item.added",
+                            "response.function_call_arguments.delta",
+                            "response.function_call_arguments.done",
+                            "response.output_item.done",
+                            "response.incomplete",
+                        }));
+  EXPECT_EQ(w->calls.back(), "finish");
+  // Each event's data names its type and counts up from 0.
+  for (size_t i = 0; i < w->named.size(); i++) {
+    simdjson::dom::parser p;
+    simdjson::dom::element e = p.parse(w->named[i].second).value();
+    EXPECT_EQ(std::string_view(e["type"]), w->named[i].first);
+    EXPECT_EQ(int64_t(e["sequence_number"]), (int64_t)i);
+  }
 }
 
 }  // namespace

@@ -152,7 +152,6 @@ bool boolean_or(const Field& root, std::string_view key, bool def) {
   return f ? f->boolean() : def;
 }
 
-
 // json_schema.schema, else json_schema.json_schema, else json_schema itself (a key that is
 // present but null still counts, as dict.get does).
 std::string response_schema(const Field& rf) {

@@ -192,7 +192,6 @@ std::vector<Tool> parse_tools(const Field& root) {
   return out;
 }
 
-
 // text.format: text, json_object, or json_schema with the schema beside its name.
 ResponseFormat parse_text_format(const Field& root) {
   ResponseFormat out;

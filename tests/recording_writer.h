@@ -1,0 +1,56 @@
+// A ResponseWriter that records what a sink writes, for the sink tests of every API.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/http/http.h"
+
+namespace waste::test {
+
+// Every call as one line: "send 200 application/json BODY", "start", "event DATA",
+// "event:NAME DATA", "comment TEXT", "finish"; named events also as (name, data) pairs.
+class RecordingWriter final : public http::ResponseWriter {
+ public:
+  bool send(int status, const std::string& type, std::string body,
+            const std::map<std::string, std::string>&) override {
+    calls.push_back(fmt::format("send {} {} {}", status, type, body));
+    return true;
+  }
+  bool start_events() override {
+    calls.push_back("start");
+    return true;
+  }
+  bool event(const std::string& data) override {
+    calls.push_back("event " + data);
+    return true;
+  }
+  bool named_event(const std::string& name, const std::string& data) override {
+    calls.push_back("event:" + name + " " + data);
+    named.push_back({name, data});
+    return true;
+  }
+  bool comment(const std::string& text) override {
+    calls.push_back("comment " + text);
+    return true;
+  }
+  void finish() override { calls.push_back("finish"); }
+  bool closed() const override { return gone; }
+
+  // The named events' names, in order.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [name, data] : named) out.push_back(name);
+    return out;
+  }
+
+  std::vector<std::string> calls;
+  std::vector<std::pair<std::string, std::string>> named;
+  bool gone = false;
+};
+
+}  // namespace waste::test
