@@ -241,14 +241,23 @@ void Api::metrics(const http::Request&, Writer w) {
   w->send(200, "text/plain; version=0.0.4", out);
 }
 
+RequestLimits Api::limits() const {
+  return {model_->host.model().config().vocab, opt_.max_tokens, opt_.max_n};
+}
+
+// The job every chat-shaped API submits: the model checked, the conversation rendered.
+Job Api::chat_job_for(const Conversation& c, const GenerationParams& p, const char* id_prefix) {
+  check_model(*model_, p.model);
+  Job job = chat_job(*model_, opt_, c, p);
+  job.id = random_id(id_prefix);
+  return job;
+}
+
 // POST /v1/chat/completions
 void Api::chat(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
-  ChatCompletionRequest req =
-      parse_chat_completion(body, {m.host.model().config().vocab, opt_.max_tokens, opt_.max_n});
-  check_model(m, req.params.model);
-  Job job = chat_job(m, opt_, req.conversation, req.params);
-  job.id = random_id("chatcmpl-");
+  ChatCompletionRequest req = parse_chat_completion(body, limits());
+  Job job = chat_job_for(req.conversation, req.params, "chatcmpl-");
   ResponseHeader header{job.id, unix_now(), m.id, ""};
   OpenAiSinkOptions so;
   so.stream = req.params.stream;
@@ -262,8 +271,7 @@ void Api::chat(const std::string& body, const Writer& w) {
 // POST /v1/completions
 void Api::completions(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
-  CompletionRequest req =
-      parse_completion(body, {m.host.model().config().vocab, opt_.max_tokens, opt_.max_n});
+  CompletionRequest req = parse_completion(body, limits());
   check_model(m, req.params.model);
   std::vector<int32_t> prompt = std::move(req.ids);
   // A raw prompt is the client's whole input, template markers included, so specials count.
@@ -286,11 +294,8 @@ void Api::completions(const std::string& body, const Writer& w) {
 // POST /v1/responses
 void Api::responses(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
-  ResponsesRequest req =
-      parse_responses_request(body, {m.host.model().config().vocab, opt_.max_tokens, opt_.max_n});
-  check_model(m, req.params.model);
-  Job job = chat_job(m, opt_, req.conversation, req.params);
-  job.id = random_id("resp_");
+  ResponsesRequest req = parse_responses_request(body, limits());
+  Job job = chat_job_for(req.conversation, req.params, "resp_");
   ResponseObject header;
   header.id = job.id;
   header.created_at = unix_now();
@@ -303,11 +308,8 @@ void Api::responses(const std::string& body, const Writer& w) {
 // POST /v1/messages (Anthropic)
 void Api::messages(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
-  MessagesRequest req =
-      parse_messages_request(body, {m.host.model().config().vocab, opt_.max_tokens, opt_.max_n});
-  check_model(m, req.params.model);
-  Job job = chat_job(m, opt_, req.conversation, req.params);
-  job.id = random_id("msg_");
+  MessagesRequest req = parse_messages_request(body, limits());
+  Job job = chat_job_for(req.conversation, req.params, "msg_");
   AnthropicSinkOptions so;
   so.stream = req.params.stream;
   so.prompt_tokens = (int64_t)job.input.prompt.size();

@@ -13,6 +13,8 @@
 
 #include "config/serve_options.h"
 #include "protocol/api_error.h"
+#include "protocol/conversation.h"
+#include "protocol/generation_params.h"
 #include "server/api/request_pool.h"
 #include "server/api/serving_model.h"
 #include "server/http/http.h"
@@ -45,6 +47,8 @@ class Api {
   // Runs `work` on the request pool; an ApiError it throws is the answer, in `shape`.
   void prepare(const http::Request& r, const Writer& w, Work work, ErrorShape shape);
   void submit(Job job);
+  RequestLimits limits() const;
+  Job chat_job_for(const Conversation& c, const GenerationParams& p, const char* id_prefix);
 
   void health(const http::Request& r, Writer w);
   void models(const http::Request& r, Writer w);

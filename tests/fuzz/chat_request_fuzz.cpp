@@ -6,12 +6,11 @@
 #include <string_view>
 
 #include "engine/base/error.h"
-#include "prompt_templates/k3/k3_reply_grammar.h"
-#include "prompt_templates/k3/k3_template.h"
 #include "prompt_templates/kimi_linear/kimi_linear_template.h"
 #include "prompt_templates/raw_template.h"
 #include "protocol/api_error.h"
 #include "protocol/openai/request.h"
+#include "tests/fuzz/k3_exercise.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   waste::Conversation c;
@@ -22,17 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const bool thinking = size % 2 == 1;  // one of each per input keeps the runs fast
-  try {
-    waste::K3RenderOptions o;
-    o.default_thinking = thinking;
-    waste::render_k3(c, o);
-  } catch (const waste::UsageError&) {
-  }
-  try {
-    waste::k3_reply_grammar(c, thinking);
-    waste::k3_forced_opening(c, thinking);
-  } catch (const waste::UsageError&) {  // SchemaError included
-  }
+  waste::fuzz::exercise_k3(c, thinking);
   try {
     waste::render_kimi_linear(c);
   } catch (const waste::UsageError&) {

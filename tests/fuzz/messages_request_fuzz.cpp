@@ -6,10 +6,9 @@
 #include <string_view>
 
 #include "engine/base/error.h"
-#include "prompt_templates/k3/k3_reply_grammar.h"
-#include "prompt_templates/k3/k3_template.h"
 #include "protocol/anthropic/messages_request.h"
 #include "protocol/api_error.h"
+#include "tests/fuzz/k3_exercise.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   waste::Conversation c;
@@ -22,16 +21,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const bool thinking = c.thinking.value_or(size % 2 == 1);
-  try {
-    waste::K3RenderOptions o;
-    o.default_thinking = thinking;
-    waste::render_k3(c, o);
-  } catch (const waste::UsageError&) {
-  }
-  try {
-    waste::k3_reply_grammar(c, thinking);
-    waste::k3_forced_opening(c, thinking);
-  } catch (const waste::UsageError&) {  // SchemaError included
-  }
+  waste::fuzz::exercise_k3(c, thinking);
   return 0;
 }
