@@ -133,15 +133,7 @@ TEST(AnthropicResponse, MessageAndErrorBodies) {
       R"({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a"}})");
 }
 
-ReplyEvent ev(ReplyEvent::Kind k, std::string text = "", std::string id = "call_1",
-              std::string name = "f") {
-  ReplyEvent e;
-  e.kind = k;
-  e.text = std::move(text);
-  e.id = std::move(id);
-  e.name = std::move(name);
-  return e;
-}
+using test::reply_event;
 
 // Blocks open and close as the reply changes channel; a stop string is named in the stop.
 TEST(AnthropicSink, StreamOrderAndStopReasons) {
@@ -150,13 +142,13 @@ TEST(AnthropicSink, StreamOrderAndStopReasons) {
   using K = ReplyEvent::Kind;
   sink.begin();
   sink.prefill_progress(1, 2);
-  sink.on_event(ev(K::kReasoning, "r"));
-  sink.on_event(ev(K::kReasoning, "s"));
-  sink.on_event(ev(K::kContent, "c"));
-  sink.on_event(ev(K::kToolCallStart));
-  sink.on_event(ev(K::kToolCallArguments, "{}"));
-  sink.on_event(ev(K::kToolCallEnd));
-  sink.on_event(ev(K::kEnd));
+  sink.on_event(reply_event(K::kReasoning, "r"));
+  sink.on_event(reply_event(K::kReasoning, "s"));
+  sink.on_event(reply_event(K::kContent, "c"));
+  sink.on_event(reply_event(K::kToolCallStart));
+  sink.on_event(reply_event(K::kToolCallArguments, "{}"));
+  sink.on_event(reply_event(K::kToolCallEnd));
+  sink.on_event(reply_event(K::kEnd));
   DecodeResult r;
   r.finish = Finish::kEnd;
   sink.end(std::vector{r});

@@ -1,4 +1,5 @@
-// A ResponseWriter that records what a sink writes, for the sink tests of every API.
+// A ResponseWriter that records what a sink writes, and the events sinks are fed, for the sink
+// tests of every API.
 #pragma once
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "prompt_templates/reply_parser.h"
 #include "server/http/http.h"
 
 namespace waste::test {
@@ -52,5 +54,16 @@ class RecordingWriter final : public http::ResponseWriter {
   std::vector<std::pair<std::string, std::string>> named;
   bool gone = false;
 };
+
+// One reply event for a sink to write (a tool call's start carries `id` and `name`).
+inline ReplyEvent reply_event(ReplyEvent::Kind k, std::string text = "", std::string id = "call_1",
+                              std::string name = "f") {
+  ReplyEvent e;
+  e.kind = k;
+  e.text = std::move(text);
+  e.id = std::move(id);
+  e.name = std::move(name);
+  return e;
+}
 
 }  // namespace waste::test

@@ -103,15 +103,7 @@ TEST(ResponsesRequest, EveryBadFieldIsNamed) {
   EXPECT_EQ(refusal(R"({"input":"x","reasoning":{"effort":"huge"}})"), "reasoning.effort");
 }
 
-ReplyEvent ev(ReplyEvent::Kind k, std::string text = "", std::string id = "call_1",
-              std::string name = "f") {
-  ReplyEvent e;
-  e.kind = k;
-  e.text = std::move(text);
-  e.id = std::move(id);
-  e.name = std::move(name);
-  return e;
-}
+using test::reply_event;
 
 TEST(ResponsesSink, StreamOrderAndIncomplete) {
   auto w = std::make_shared<test::RecordingWriter>();
@@ -120,12 +112,12 @@ TEST(ResponsesSink, StreamOrderAndIncomplete) {
   ResponsesSink sink(w, head, true);
   using K = ReplyEvent::Kind;
   sink.begin();
-  sink.on_event(ev(K::kReasoning, "r"));
-  sink.on_event(ev(K::kContent, "c"));
-  sink.on_event(ev(K::kToolCallStart));
-  sink.on_event(ev(K::kToolCallArguments, "{}"));
-  sink.on_event(ev(K::kToolCallEnd));
-  sink.on_event(ev(K::kEnd));
+  sink.on_event(reply_event(K::kReasoning, "r"));
+  sink.on_event(reply_event(K::kContent, "c"));
+  sink.on_event(reply_event(K::kToolCallStart));
+  sink.on_event(reply_event(K::kToolCallArguments, "{}"));
+  sink.on_event(reply_event(K::kToolCallEnd));
+  sink.on_event(reply_event(K::kEnd));
   DecodeResult r;
   r.finish = Finish::kLength;
   sink.end(std::vector{r});
