@@ -389,5 +389,46 @@ TEST(Constraint, K3TypedArgumentsFollowTheToolSchema) {
   EXPECT_FALSE(allowed(mask, *tok.find_special("<|close|>")));
 }
 
+// Drives `text` through a fresh constraint: true when every token is allowed and the grammar
+// is complete at the end.
+bool grammar_takes(std::shared_ptr<const Grammar> g, const std::string& text) {
+  const TokenIndex& index = k3_index();
+  TokenConstraint c(std::move(g), index);
+  std::vector<uint8_t> mask(index.mask_bytes());
+  for (int id : test::k3_tokenizer().encode_markup(text)) {
+    c.mask(mask.data());
+    if (!allowed(mask, id)) return false;
+    c.accept(id);
+  }
+  return c.done();
+}
+
+// An agent with a final-answer schema (Codex's --output-schema, the AI SDK's output with tools)
+// still calls its tools first: with tool_choice "auto" the K3 reply is the schema's value or
+// calls; with "none" only the value.
+TEST(Constraint, K3ResponseFormatWithToolsAllowsTheValueOrCalls) {
+  Conversation c;
+  c.response_format = {
+      ResponseFormat::Kind::kJsonSchema,
+      R"({"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]})"};
+  c.tools.push_back({"ls", "", R"({"type":"object","properties":{"dir":{"type":"string"}}})", ""});
+  const std::string value =
+      "{\"answer\":\"hi\"}<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>";
+  const std::string call =
+      "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"ls\" index=\"1\"<|sep|>"
+      "<|open|>argument key=\"dir\" type=\"string\"<|sep|>src<|close|>argument<|sep|>"
+      "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>";
+  auto with_tools = k3_reply_grammar(c, false);
+  EXPECT_TRUE(grammar_takes(with_tools, value));
+  EXPECT_TRUE(grammar_takes(with_tools, call));
+  EXPECT_FALSE(grammar_takes(with_tools, "{\"answer\":1}<|close|>response<|sep|>"));
+  EXPECT_TRUE(grammar_takes(k3_reply_grammar(c, true),
+                            "plan<|close|>think<|sep|><|open|>response<|sep|>" + call));
+  c.tool_choice.kind = ToolChoice::Kind::kNone;
+  auto no_calls = k3_reply_grammar(c, false);
+  EXPECT_TRUE(grammar_takes(no_calls, value));
+  EXPECT_FALSE(grammar_takes(no_calls, call));
+}
+
 }  // namespace
 }  // namespace waste

@@ -48,20 +48,19 @@ std::shared_ptr<Grammar> named_call(const Conversation& c) {
   return g;
 }
 
-// How many calls a "required" reply may make when parallel calls are allowed: the grammar
-// spells each call's index, so the calls are unrolled up to this many.
-constexpr size_t kMaxRequiredCalls = 8;
+// How many calls one reply may make when parallel calls are allowed: the grammar spells each
+// call's index, so the calls are unrolled up to this many.
+constexpr size_t kMaxCalls = 8;
 
-// Required: after the think channel (when the prompt opened it), an empty response channel and
-// then one or more calls to the declared tools, each indexed from 1, and nothing else.
-std::shared_ptr<Grammar> required_call(const Conversation& c, bool thinking) {
-  if (c.tools.empty()) fail<UsageError>("tool_choice: \"required\" needs at least one tool");
-  auto g = std::make_shared<Grammar>();
+// `<|close|>response<|sep|><|open|>tools<|sep|>` · CALL(1) · ( CALL(2) · ( … ) ) · the tools
+// element's and the message's end: one or more calls to the declared tools, indexed from 1,
+// after an empty response channel.
+int tool_calls(Grammar& g, const Conversation& c) {
   std::vector<int> args;  // per tool, shared by every call position
   for (size_t i = 0; i < c.tools.size(); ++i)
-    args.push_back(tool_arguments(*g, c.tools[i], i, k3_argument_spelling()));
-  const size_t most = c.tool_choice.parallel ? kMaxRequiredCalls : 1;
-  const int end = g->literal(close_tag(k3::kTools) + k3::message_end());
+    args.push_back(tool_arguments(g, c.tools[i], i, k3_argument_spelling()));
+  const size_t most = c.tool_choice.parallel ? kMaxCalls : 1;
+  const int end = g.literal(close_tag(k3::kTools) + k3::message_end());
   // Built from the last call back: call k, then either call k + 1 or the end.
   int rest = end;
   for (size_t k = most; k >= 1; --k) {
@@ -69,32 +68,47 @@ std::shared_ptr<Grammar> required_call(const Conversation& c, bool thinking) {
     calls.kind = GrammarNode::Kind::kUnion;
     for (size_t i = 0; i < c.tools.size(); ++i)
       calls.children.push_back(
-          g->seq({g->literal(fmt::format("{}{} tool=\"{}\" index=\"{}\"{}", k3::kOpen, k3::kCall,
-                                         c.tools[i].name, k, k3::kSep)),
-                  args[i], g->literal(close_tag(k3::kCall))}));
-    int call = g->add(std::move(calls));
+          g.seq({g.literal(fmt::format("{}{} tool=\"{}\" index=\"{}\"{}", k3::kOpen, k3::kCall,
+                                       c.tools[i].name, k, k3::kSep)),
+                 args[i], g.literal(close_tag(k3::kCall))}));
+    int call = g.add(std::move(calls));
     if (k == most) {
-      rest = g->seq({call, end});
+      rest = g.seq({call, end});
     } else {
       GrammarNode next;
       next.kind = GrammarNode::Kind::kUnion;
       next.children = {rest, end};
-      rest = g->seq({call, g->add(std::move(next))});
+      rest = g.seq({call, g.add(std::move(next))});
     }
   }
+  return g.seq({g.literal(close_tag(k3::kResponse) + open_tag(k3::kTools)), rest});
+}
+
+// Required: after the think channel (when the prompt opened it), calls and nothing else.
+std::shared_ptr<Grammar> required_call(const Conversation& c, bool thinking) {
+  if (c.tools.empty()) fail<UsageError>("tool_choice: \"required\" needs at least one tool");
+  auto g = std::make_shared<Grammar>();
   std::vector<int> parts = thinking ? think_channel(*g) : std::vector<int>{};
-  parts.push_back(g->literal(close_tag(k3::kResponse) + open_tag(k3::kTools)));
-  parts.push_back(rest);
+  parts.push_back(tool_calls(*g, c));
   g->root = g->seq(parts);
   return g;
 }
 
+// The reply holds to response_format. With tools on offer (tool_choice "auto") it may instead
+// call them, as an agent with a final-answer schema works with tools first.
 std::shared_ptr<Grammar> response_format(const Conversation& c, bool thinking) {
   auto g = std::make_shared<Grammar>();
-  int value = response_value(*g, c.response_format);
   std::vector<int> parts = thinking ? think_channel(*g) : std::vector<int>{};
-  parts.push_back(value);
-  parts.push_back(g->literal(close_tag(k3::kResponse) + k3::message_end()));
+  int answer = g->seq({response_value(*g, c.response_format),
+                       g->literal(close_tag(k3::kResponse) + k3::message_end())});
+  if (c.tools.empty() || c.tool_choice.kind == ToolChoice::Kind::kNone) {
+    parts.push_back(answer);
+  } else {
+    GrammarNode either;
+    either.kind = GrammarNode::Kind::kUnion;
+    either.children = {answer, tool_calls(*g, c)};
+    parts.push_back(g->add(std::move(either)));
+  }
   g->root = g->seq(parts);
   return g;
 }
