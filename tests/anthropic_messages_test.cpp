@@ -75,6 +75,23 @@ TEST(AnthropicRequest, ToolsToolChoiceAndThinking) {
   EXPECT_EQ(parse(R"(,"tool_choice":{"type":"none"})").conversation.tool_choice.kind,
             ToolChoice::Kind::kNone);
   EXPECT_EQ(parse(R"(,"thinking":{"type":"disabled"})").conversation.thinking, false);
+  // What Claude Code sends: adaptive thinking with its text omitted.
+  MessagesRequest a = parse(R"(,"thinking":{"type":"adaptive","display":"omitted"})");
+  EXPECT_EQ(a.conversation.thinking, true);
+  EXPECT_TRUE(a.omit_thinking);
+  EXPECT_FALSE(parse(R"(,"thinking":{"type":"adaptive"})").omit_thinking);
+}
+
+// Claude Code sends its environment as a system message after the first user turn; it keeps its
+// place in the conversation.
+TEST(AnthropicRequest, SystemMessagesInsideMessagesKeepTheirPlace) {
+  MessagesRequest r = parse(
+      "",
+      R"([{"role":"user","content":"hi"},{"role":"system","content":[{"type":"text","text":"# Environment"}]},{"role":"user","content":"go"}])");
+  const auto& m = r.conversation.messages;
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].role, Role::kSystem);
+  EXPECT_EQ(std::get<std::string>(m[1].content), "# Environment");
 }
 
 TEST(AnthropicRequest, EveryBadFieldIsNamed) {
@@ -82,7 +99,15 @@ TEST(AnthropicRequest, EveryBadFieldIsNamed) {
   EXPECT_EQ(refusal(R"({"model":"m","messages":[{"role":"user","content":"x"}]})"), "max_tokens");
   EXPECT_EQ(refusal(R"({"max_tokens":4,"messages":[{"role":"user","content":"x"}]})"), "model");
   EXPECT_EQ(refusal(head + "[]}"), "messages");
-  EXPECT_EQ(refusal(head + R"([{"role":"system","content":"x"}]})"), "messages[0].role");
+  EXPECT_EQ(refusal(head + R"([{"role":"tool","content":"x"}]})"), "messages[0].role");
+  EXPECT_EQ(refusal(head + R"([{"role":"system","content":[{"type":"image"}]}]})"),
+            "messages[0].content[0].type");
+  EXPECT_EQ(refusal(head + R"([{"role":"user","content":"x"}],"thinking":{"type":"sometimes"}})"),
+            "thinking.type");
+  EXPECT_EQ(
+      refusal(head +
+              R"([{"role":"user","content":"x"}],"thinking":{"type":"adaptive","display":"all"}})"),
+      "thinking.display");
   EXPECT_EQ(refusal(head + R"([{"role":"user","content":[{"type":"video"}]}]})"),
             "messages[0].content[0].type");
   EXPECT_EQ(refusal(head + R"([{"role":"assistant","content":[{"type":"tool_result"}]}]})"),
@@ -138,7 +163,7 @@ using test::reply_event;
 // Blocks open and close as the reply changes channel; a stop string is named in the stop.
 TEST(AnthropicSink, StreamOrderAndStopReasons) {
   auto w = std::make_shared<test::RecordingWriter>();
-  AnthropicSink sink(w, {"msg_1", "k3"}, {true, 10, std::chrono::milliseconds(0)});
+  AnthropicSink sink(w, {"msg_1", "k3"}, {true, 10, false, std::chrono::milliseconds(0)});
   using K = ReplyEvent::Kind;
   sink.begin();
   sink.prefill_progress(1, 2);
@@ -169,6 +194,30 @@ TEST(AnthropicSink, StreamOrderAndStopReasons) {
   r.finish = Finish::kEnd;
   EXPECT_EQ(anthropic_stop(r, true).reason, "tool_use");
   EXPECT_EQ(anthropic_stop(r, false).reason, "end_turn");
+}
+
+// display "omitted": the thinking block is there, streamed as a start and a stop, with no text.
+TEST(AnthropicSink, OmittedThinkingKeepsTheBlockWithoutItsText) {
+  auto w = std::make_shared<test::RecordingWriter>();
+  AnthropicSinkOptions o{true, 10, true, std::chrono::milliseconds(0)};
+  AnthropicSink sink(w, {"msg_1", "k3"}, o);
+  using K = ReplyEvent::Kind;
+  sink.begin();
+  sink.on_event(reply_event(K::kReasoning, "secret"));
+  sink.on_event(reply_event(K::kReasoning, "plan"));
+  sink.on_event(reply_event(K::kContent, "c"));
+  sink.on_event(reply_event(K::kEnd));
+  DecodeResult r;
+  r.finish = Finish::kEnd;
+  sink.end(std::vector{r});
+  EXPECT_EQ(w->names(),
+            (std::vector<std::string>{"message_start", "content_block_start", "content_block_stop",
+                                      "content_block_start", "content_block_delta",
+                                      "content_block_stop", "message_delta", "message_stop"}));
+  std::string all;
+  for (const std::string& c : w->calls) all += c;
+  EXPECT_EQ(all.find("secret"), std::string::npos) << all;
+  EXPECT_NE(all.find(R"("type":"thinking")"), std::string::npos) << all;
 }
 
 }  // namespace

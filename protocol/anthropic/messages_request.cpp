@@ -23,17 +23,17 @@ std::string type_of(const Field& block) {
 }
 
 // `system`: a string, or a list of text blocks (their cache_control is accepted and ignored).
-std::optional<ChatMessage> parse_system(const Field& root) {
-  std::optional<Field> f = root.get("system");
-  if (!f) return std::nullopt;
+// A system prompt: a string or text blocks (joined by newlines), as `system` and a message of
+// role "system" (which Claude Code sends mid-conversation) both hold it.
+ChatMessage system_message(const Field& f) {
   ChatMessage m;
   m.role = Role::kSystem;
-  if (f->is_string()) {
-    m.content = f->string();
+  if (f.is_string()) {
+    m.content = f.string();
     return m;
   }
   std::string text;
-  for (const Field& b : f->items()) {
+  for (const Field& b : f.items()) {
     const std::string type = type_of(b);
     if (type != "text") unknown_type(b, type, "text");
     if (!text.empty()) text += "\n";
@@ -41,6 +41,12 @@ std::optional<ChatMessage> parse_system(const Field& root) {
   }
   m.content = text;
   return m;
+}
+
+std::optional<ChatMessage> parse_system(const Field& root) {
+  std::optional<Field> f = root.get("system");
+  if (!f) return std::nullopt;
+  return system_message(*f);
 }
 
 // An image block's source as the image reference chat parts carry: a data: URL, or a URL.
@@ -177,8 +183,10 @@ std::vector<ChatMessage> parse_messages(const Field& root) {
       parse_user(msg, out);
     else if (r == "assistant")
       out.push_back(parse_assistant(msg));
+    else if (r == "system")
+      out.push_back(system_message(msg.required("content")));
     else
-      role.refuse(fmt::format("unknown role \"{}\" (expected user or assistant)", r));
+      role.refuse(fmt::format("unknown role \"{}\" (expected user, assistant or system)", r));
   }
   return out;
 }
@@ -225,29 +233,39 @@ ToolChoice parse_tool_choice(const Field& root) {
   return out;
 }
 
-// `thinking`: {"type": "enabled", "budget_tokens": N} turns K3's think channel on (the budget is
-// checked, not enforced: K3 has no budget, only efforts), {"type": "disabled"} off.
-void parse_thinking(const Field& root, Conversation& c) {
+// `thinking`: {"type": "enabled", "budget_tokens": N} or {"type": "adaptive"} turns K3's think
+// channel on (the budget is checked, not enforced: K3 has no budget, only efforts; adaptive is
+// how K3 thinks anyway), {"type": "disabled"} off. `display`: "summarized" (the default; K3's
+// reasoning is returned as it is) or "omitted" (thinking blocks come back empty).
+void parse_thinking(const Field& root, Conversation& c, bool* omit) {
   std::optional<Field> f = root.get("thinking");
   if (!f) return;
   const std::string type = type_of(*f);
   if (type == "enabled") {
     f->required("budget_tokens").integer(1, INT32_MAX);
     c.thinking = true;
+  } else if (type == "adaptive") {
+    c.thinking = true;
   } else if (type == "disabled") {
     c.thinking = false;
   } else {
-    unknown_type(*f, type, "enabled or disabled");
+    unknown_type(*f, type, "enabled, adaptive or disabled");
+  }
+  if (std::optional<Field> d = f->get("display")) {
+    const std::string v = d->string();
+    if (v != "summarized" && v != "omitted")
+      d->refuse(fmt::format("'{}' is not summarized or omitted", v));
+    *omit = v == "omitted";
   }
 }
 
-Conversation parse_conversation(const Field& root) {
+Conversation parse_conversation(const Field& root, bool* omit_thinking) {
   Conversation c;
   c.messages = parse_messages(root);
   if (std::optional<Field> tools = root.get("tools"))
     for (const Field& t : tools->items()) c.tools.push_back(parse_tool(t));
   c.tool_choice = parse_tool_choice(root);
-  parse_thinking(root, c);
+  parse_thinking(root, c, omit_thinking);
   return c;
 }
 
@@ -286,7 +304,7 @@ MessagesRequest parse_messages_request(std::string_view body, const RequestLimit
   json::Body doc(body);
   Field root = doc.root();
   MessagesRequest out;
-  out.conversation = parse_conversation(root);
+  out.conversation = parse_conversation(root, &out.omit_thinking);
   out.params = parse_params(root, limits);
   return out;
 }
@@ -295,7 +313,7 @@ MessagesRequest parse_count_tokens_request(std::string_view body) {
   json::Body doc(body);
   Field root = doc.root();
   MessagesRequest out;
-  out.conversation = parse_conversation(root);
+  out.conversation = parse_conversation(root, &out.omit_thinking);
   out.params.model = root.required("model").string();
   return out;
 }

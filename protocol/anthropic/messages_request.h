@@ -20,6 +20,7 @@ namespace waste {
 struct MessagesRequest {
   Conversation conversation;
   GenerationParams params;
+  bool omit_thinking = false;  // thinking.display "omitted": thinking blocks come back empty
 };
 
 // /v1/messages: `model`, `messages` and `max_tokens` are required, as Anthropic requires them.

@@ -99,7 +99,13 @@ void AnthropicSink::append(Kind kind, const std::string& text) {
 void AnthropicSink::on_event(const ReplyEvent& e) {
   switch (e.kind) {
     case ReplyEvent::Kind::kReasoning:
-      return append(Kind::kThinking, e.text);
+      if (!opt_.omit_thinking) return append(Kind::kThinking, e.text);
+      if (!open_ || blocks_.back().kind != Kind::kThinking) {
+        ContentBlockOut b;
+        b.kind = Kind::kThinking;
+        start_block(std::move(b));
+      }
+      return;
     case ReplyEvent::Kind::kContent:
       return append(Kind::kText, e.text);
     case ReplyEvent::Kind::kToolCallStart: {

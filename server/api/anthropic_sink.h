@@ -17,7 +17,8 @@ namespace waste {
 
 struct AnthropicSinkOptions {
   bool stream = false;
-  int64_t prompt_tokens = 0;  // for message_start, before the prefill says what was cached
+  int64_t prompt_tokens = 0;   // for message_start, before the prefill says what was cached
+  bool omit_thinking = false;  // a thinking block is opened and closed, its text left out
   std::chrono::milliseconds keepalive{5000};  // ping interval while nothing is written
 };
 
