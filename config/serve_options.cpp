@@ -1,5 +1,6 @@
 #include "config/serve_options.h"
 
+#include <cstdlib>
 #include <functional>
 
 #include <fmt/format.h>
@@ -58,6 +59,17 @@ const std::vector<ServeOption>& options() {
         {{"--snapshot-memory", "WASTE_SNAPSHOT_MEMORY", "snapshot_memory",
           "RAM for prompt-prefix snapshots (default 2G)"},
          [](ServeOptions& o, const std::string& v) { o.snapshot_bytes = parse_bytes(v); }},
+        {{"--prompt-cache-dir", "WASTE_PROMPT_CACHE_DIR", "prompt_cache_dir",
+          "folder of the prompt cache's disk tier, one subfolder per model ('off': none; "
+          "default $XDG_CACHE_HOME/waste, else ~/.cache/waste)"},
+         [](ServeOptions& o, const std::string& v) {
+           if (v.empty()) fail<UsageError>("must be a folder or 'off'");
+           o.prompt_cache_dir = v;
+         }},
+        {{"--prompt-cache-disk", "WASTE_PROMPT_CACHE_DISK", "prompt_cache_disk",
+          "most bytes the prompt cache keeps on disk (default 32G; never more than the free "
+          "space allows)"},
+         [](ServeOptions& o, const std::string& v) { o.prompt_cache_disk = parse_bytes(v); }},
         {{"--allowed-hosts", "WASTE_ALLOWED_HOSTS", "allowed_hosts",
           "Host names served, comma-separated ('*': any; default: loopback names and --host, or "
           "any when bound to every interface)"},
@@ -193,6 +205,12 @@ void apply_file(const std::string& path, ServeOptions& s) {
 }
 
 }  // namespace
+
+std::string default_prompt_cache_dir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/waste";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/waste";
+  return "";
+}
 
 const std::vector<OptionDoc>& serve_option_docs() {
   static const std::vector<OptionDoc> docs = [] {

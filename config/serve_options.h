@@ -25,6 +25,10 @@ struct ServeOptions {
   int64_t default_max_tokens = 4096;
   int max_n = 8;  // replies per request (OpenAI's n)
   uint64_t snapshot_bytes = 2ull << 30;
+  // The prompt cache's disk tier: its folder ("off": none; empty: default_prompt_cache_dir())
+  // and the most bytes it may hold.
+  std::string prompt_cache_dir;
+  uint64_t prompt_cache_disk = 32ull << 30;
   std::vector<std::string> cors;           // allowed origins; "*" for any
   std::vector<std::string> allowed_hosts;  // Host names served; empty: the default (serve.cpp)
   int http_threads = 2;
@@ -44,6 +48,9 @@ struct ServeOptions {
   std::vector<std::string> model_aliases;
   std::string log_level = "info";
 };
+
+// $XDG_CACHE_HOME/waste, else ~/.cache/waste; empty when neither variable is set.
+std::string default_prompt_cache_dir();
 
 // The table of options, for --help and the docs: flag, env, config key, description.
 const std::vector<OptionDoc>& serve_option_docs();

@@ -70,6 +70,9 @@ const Command kCommands[] = {
     {"schema", waste::cli::cmd_schema,
      "waste schema (MODEL | --tokenizer FILE [--specials FILE]) SCHEMA.json [--bench N] "
      "[--steps N] [--seed S] [--json]"},
+    {"cache", waste::cli::cmd_cache,
+     "waste cache [--prompt-cache-dir DIR] (ls | prune [--max BYTES] | clear)   (the prompt "
+     "cache on disk; default folder as waste serve's)"},
     {"plan", waste::cli::cmd_plan, "waste plan MODEL [--ctx N] [--budget B] [--json]"},
     {"bench", waste::cli::cmd_bench,
      "waste bench MODEL [--tokens N] [--prompt-tokens P] [--budget B] [--json] [--lookahead N] "

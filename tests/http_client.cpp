@@ -161,6 +161,9 @@ Daemon::Daemon(const std::vector<std::string>& args,
     dup2(p[1], 1);
     dup2(p[1], 2);
     close(p[0]);
+    // Tests share containers of the same seeds, so a disk tier in the user's cache folder would
+    // carry one test's snapshots into the next: it is off unless a test asks for it.
+    setenv("WASTE_PROMPT_CACHE_DIR", "off", 1);
     for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<std::string> all = {waste_binary().string(), "serve"};
     all.insert(all.end(), args.begin(), args.end());

@@ -423,6 +423,95 @@ TEST_F(ServerTest, SecondTurnReusesThePrefixAndMatchesAColdRun) {
   (void)reply;
 }
 
+// The prompt cache's disk tier across restarts (server/prompt_cache/): with the memory tier too
+// small to hold anything, two interleaved conversations are served from disk after a restart
+// with exactly a cold run's tokens; damaged files are skipped and deleted with a cold run's
+// result; the byte bound is kept; a read-only folder leaves the daemon serving.
+TEST_F(ServerTest, PromptCacheOnDiskSurvivesRestartsAndBadFiles) {
+  test::TempDir cache;
+  auto turn = [](const char* first, const char* second) {
+    std::string b = fmt::format(R"({{"messages":[{{"role":"user","content":"{}"}})", first);
+    if (second)
+      b += fmt::format(R"(,{{"role":"assistant","content":""}},{{"role":"user","content":"{}"}})",
+                       second);
+    return b + R"(],"max_tokens":6,"temperature":0})";
+  };
+  struct Reply {
+    int64_t cached;
+    std::string content;
+  };
+  auto ask = [&](Daemon& d, const std::string& body) {
+    HttpResponse r = http_request(d.port(), "POST", "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    auto j = parse(r.body);
+    return Reply{int64_t(j["usage"]["prompt_tokens_details"]["cached_tokens"]),
+                 std::string(str(j["choices"].at(0)["message"]["content"]))};
+  };
+  const std::string a1 = turn("hello world", nullptr), a2 = turn("hello world", "and again");
+  const std::string b1 = turn("tell me a story", nullptr), b2 = turn("tell me a story", "go on");
+  const std::vector<std::string> on = {kl(), "--prompt-cache-dir", cache.path().string(),
+                                       "--snapshot-memory", "1"};
+  auto cold = start({kl()});
+  const Reply cold_a2 = ask(*cold, a2), cold_b2 = ask(*cold, b2);
+  {
+    auto d = start(on);
+    ask(*d, a1);
+    ask(*d, b1);
+    EXPECT_EQ(d->terminate(), 0) << d->log();  // pending writes are flushed on the way out
+  }
+  {
+    auto d = start(on);
+    const Reply r_a2 = ask(*d, a2), r_b2 = ask(*d, b2);
+    EXPECT_GT(r_a2.cached, 3);
+    EXPECT_GT(r_b2.cached, 3);
+    EXPECT_EQ(r_a2.content, cold_a2.content);
+    EXPECT_EQ(r_b2.content, cold_b2.content);
+    HttpResponse m = http_request(d->port(), "GET", "/metrics");
+    EXPECT_NE(m.body.find("waste_prompt_cache_hits_total{tier=\"disk\"} 2"), std::string::npos)
+        << m.body;
+    EXPECT_EQ(d->terminate(), 0);
+  }
+  // Every snapshot damaged: skipped with a warning, deleted, and the reply is a cold run's.
+  size_t damaged = 0;
+  for (const auto& e : fs::recursive_directory_iterator(cache.path()))
+    if (e.path().extension() == ".snap") {
+      fs::resize_file(e.path(), fs::file_size(e.path()) - 1);
+      damaged++;
+    }
+  ASSERT_GE(damaged, 2u);
+  {
+    auto d = start(on);
+    const Reply r = ask(*d, a2);
+    EXPECT_EQ(r.cached, 0);
+    EXPECT_EQ(r.content, cold_a2.content);
+    size_t warnings = 0;
+    for (size_t at = 0; (at = d->log().find("prompt cache: skipping", at)) != std::string::npos;
+         at++)
+      warnings++;
+    EXPECT_EQ(warnings, damaged) << d->log();  // one per file
+    EXPECT_EQ(d->terminate(), 0);
+  }
+  // A bound below what four conversations take is kept.
+  test::TempDir small;
+  {
+    auto d =
+        start({kl(), "--prompt-cache-dir", small.path().string(), "--prompt-cache-disk", "200000"});
+    for (const char* first : {"one", "two", "three", "four"}) ask(*d, turn(first, "more"));
+    EXPECT_EQ(d->terminate(), 0);
+  }
+  uint64_t bytes = 0;
+  for (const auto& e : fs::recursive_directory_iterator(small.path()))
+    if (e.is_regular_file()) bytes += e.file_size();
+  EXPECT_GT(bytes, 0u);
+  EXPECT_LE(bytes, 200000u);
+  // A read-only cache folder: one warning, and serving goes on.
+  test::SmallFilesystem ro(64 * 1024, true);
+  if (!ro.ok()) return;
+  auto d = start({kl(), "--prompt-cache-dir", ro.path().string()});
+  EXPECT_EQ(ask(*d, a2).content, cold_a2.content);
+  EXPECT_NE(d->log().find("the disk tier is off"), std::string::npos) << d->log();
+}
+
 TEST_F(ServerTest, EngineFailureMidStreamEndsTheStreamCleanly) {
   test::TempDir d;
   fs::path m = d / "m.waste";

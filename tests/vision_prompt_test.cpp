@@ -12,7 +12,7 @@
 #include "engine/vision/image_encoder.h"
 #include "prompt_templates/chat_format.h"
 #include "protocol/data_url.h"
-#include "server/runtime/prefix_cache.h"
+#include "server/prompt_cache/prefix_cache.h"
 #include "server/runtime/prompt_images.h"
 #include "tests/png_util.h"
 #include "tests/test_util.h"

@@ -35,6 +35,9 @@ class Session {
   int64_t room() const { return ctx_ - pos(); }
   // RAM this state holds (what a snapshot of it costs).
   uint64_t bytes() const;
+  // Floats per position in an MLA layer's latent cache, and the vocabulary the history is from.
+  int64_t latent_width() const { return shape_.size() > 10 ? shape_[6] + shape_[8] : 0; }
+  int64_t vocab() const { return shape_.size() > 10 ? shape_[10] : 0; }
 
   // Atomic (temporary file, fsync, rename). load() refuses a file written for another model or
   // another format version and leaves *this untouched on any error.

@@ -30,6 +30,44 @@ constexpr int kRequestThreads = 2;
 // Engine failures in a row after which /health says "degraded".
 constexpr uint64_t kDegradedAfter = 3;
 
+// The prompt cache, per tier (memory, disk): Prometheus series with a `tier` label.
+void prompt_cache_metrics(const PrefixCache& cache, std::string* out) {
+  const MemoryCacheStats m = cache.memory_stats();
+  const DiskCacheStats d = cache.disk() ? cache.disk()->stats() : DiskCacheStats{};
+  auto tiered = [&](const char* name, const char* type, const char* help, uint64_t mem,
+                    uint64_t disk) {
+    *out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0}{{tier=\"memory\"}} {3}\n", name, help,
+                        type, mem);
+    if (cache.disk()) *out += fmt::format("{}{{tier=\"disk\"}} {}\n", name, disk);
+  };
+  tiered("waste_prompt_cache_hits_total", "counter", "prompts that restored a snapshot", m.hits,
+         d.hits);
+  tiered("waste_prompt_cache_tokens_reused_total", "counter", "prompt tokens restored",
+         m.tokens_reused, d.tokens_reused);
+  tiered("waste_prompt_cache_evictions_total", "counter", "snapshots deleted to stay in bounds",
+         m.evictions, d.evictions);
+  tiered("waste_prompt_cache_bytes", "gauge", "bytes the snapshots take", m.bytes, d.bytes);
+  tiered("waste_prompt_cache_snapshots", "gauge", "snapshots kept", m.snapshots, d.snapshots);
+  *out += fmt::format(
+      "# HELP waste_prompt_cache_misses_total prompts no snapshot served\n"
+      "# TYPE waste_prompt_cache_misses_total counter\nwaste_prompt_cache_misses_total {}\n",
+      m.misses);
+  if (!cache.disk()) return;
+  *out += fmt::format(
+      "# HELP waste_prompt_cache_disk_dropped_writes_total snapshots not written (backlog full, "
+      "or larger than the bound)\n# TYPE waste_prompt_cache_disk_dropped_writes_total counter\n"
+      "waste_prompt_cache_disk_dropped_writes_total {}\n"
+      "# HELP waste_prompt_cache_disk_skipped_files_total files that failed their checks and "
+      "were deleted\n# TYPE waste_prompt_cache_disk_skipped_files_total counter\n"
+      "waste_prompt_cache_disk_skipped_files_total {}\n"
+      "# HELP waste_prompt_cache_disk_writes_total snapshots written\n"
+      "# TYPE waste_prompt_cache_disk_writes_total counter\nwaste_prompt_cache_disk_writes_total "
+      "{}\n"
+      "# HELP waste_prompt_cache_disk_ready 1 once the folder is scanned, while the tier is on\n"
+      "# TYPE waste_prompt_cache_disk_ready gauge\nwaste_prompt_cache_disk_ready {}\n",
+      d.dropped_writes, d.skipped_files, d.writes, d.ready && d.enabled ? 1 : 0);
+}
+
 std::string random_id(const char* prefix) {
   static thread_local std::mt19937_64 gen(std::random_device{}());
   return fmt::format("{}{:016x}{:08x}", prefix, gen(), (uint32_t)gen());
@@ -237,6 +275,7 @@ void Api::metrics(const http::Request&, Writer w) {
            (double)st.bytes_read);
     metric("waste_prefix_snapshots", "gauge", "conversation snapshots kept for reuse",
            (double)worker.prefix_cache().size());
+    prompt_cache_metrics(worker.prefix_cache(), &out);
   }
   w->send(200, "text/plain; version=0.0.4", out);
 }
@@ -313,6 +352,7 @@ void Api::messages(const std::string& body, const Writer& w) {
   AnthropicSinkOptions so;
   so.stream = req.params.stream;
   so.prompt_tokens = (int64_t)job.input.prompt.size();
+  so.omit_thinking = req.omit_thinking;
   job.sink = std::make_unique<AnthropicSink>(w, AnthropicHeader{job.id, m.id}, so);
   submit(std::move(job));
 }

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/base/error.h"
+#include "engine/format/content_fingerprint.h"
 #include "prompt_templates/reply_grammar.h"
 
 namespace waste {
@@ -21,6 +22,16 @@ WorkerOptions worker_options(const ServeOptions& o, const ModelHost& h) {
   wo.queue_limit = o.queue;
   wo.ctx = h.ctx();
   wo.snapshot_bytes = o.snapshot_bytes;
+  std::string dir = o.prompt_cache_dir.empty() ? default_prompt_cache_dir() : o.prompt_cache_dir;
+  if (dir.empty()) {
+    spdlog::warn("prompt cache: no disk tier (neither XDG_CACHE_HOME nor HOME is set)");
+  } else if (dir != "off") {
+    DiskCacheOptions d;
+    d.root = dir;
+    d.max_bytes = o.prompt_cache_disk;
+    wo.disk_cache = d;
+    wo.fingerprint = [&h] { return content_fingerprint(h.container()); };
+  }
   // As the engine names its files: the container's folder as given, then the file.
   wo.private_prefix = (std::filesystem::path(h.path()) / "").string();
   return wo;

@@ -21,5 +21,6 @@ int cmd_chat(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_render(int argc, char** argv);
 int cmd_schema(int argc, char** argv);
+int cmd_cache(int argc, char** argv);
 
 }  // namespace waste::cli

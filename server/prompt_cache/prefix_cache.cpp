@@ -1,4 +1,4 @@
-#include "server/runtime/prefix_cache.h"
+#include "server/prompt_cache/prefix_cache.h"
 
 #include <algorithm>
 
@@ -15,36 +15,58 @@ std::vector<uint64_t> position_keys(std::span<const int32_t> tokens,
 std::optional<Session> PrefixCache::longest_prefix(std::span<const int32_t> prompt,
                                                    std::span<const uint64_t> media) {
   const std::vector<uint64_t> want = position_keys(prompt, media);
-  std::lock_guard<std::mutex> lock(mu_);
-  auto best = entries_.end();
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    const auto& k = it->keys;
-    if (k.empty() || k.size() >= want.size()) continue;
-    if (best != entries_.end() && k.size() <= best->keys.size()) continue;
-    if (std::equal(k.begin(), k.end(), want.begin())) best = it;
+  std::shared_ptr<const Session> found;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto best = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      const auto& k = it->keys;
+      if (k.empty() || k.size() >= want.size()) continue;
+      if (best != entries_.end() && k.size() <= best->keys.size()) continue;
+      if (std::equal(k.begin(), k.end(), want.begin())) best = it;
+    }
+    if (best != entries_.end()) {
+      entries_.splice(entries_.begin(), entries_, best);
+      found = entries_.front().session;
+    }
   }
-  if (best == entries_.end()) return std::nullopt;
-  entries_.splice(entries_.begin(), entries_, best);
-  return entries_.front().session;
+  const int64_t in_memory = found ? found->pos() : 0;
+  if (disk_)
+    if (std::optional<Session> s = disk_->longest_prefix(want, in_memory)) {
+      put(*s, media);  // the next turn finds it in memory
+      return s;
+    }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!found) {
+    stats_.misses++;
+    return std::nullopt;
+  }
+  stats_.hits++;
+  stats_.tokens_reused += (uint64_t)in_memory;
+  return *found;
 }
 
 void PrefixCache::put(const Session& s, std::span<const uint64_t> media) {
   if (s.broken || s.tokens.empty()) return;
-  uint64_t need = s.bytes();
-  if (need > max_bytes_) return;
+  const uint64_t need = s.bytes();
+  if (need > max_bytes_ && !disk_) return;
   std::vector<uint64_t> keys = position_keys(s.tokens, media);
+  auto copy = std::make_shared<const Session>(s);  // the one copy both tiers share
+  if (disk_) disk_->put(copy, keys);
+  if (need > max_bytes_) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it)
     if (it->keys == keys) {
-      bytes_ -= it->session.bytes();
+      bytes_ -= it->session->bytes();
       entries_.erase(it);
       break;
     }
   while (!entries_.empty() && bytes_ + need > max_bytes_) {
-    bytes_ -= entries_.back().session.bytes();
+    bytes_ -= entries_.back().session->bytes();
     entries_.pop_back();
+    stats_.evictions++;
   }
-  entries_.push_front({s, std::move(keys)});
+  entries_.push_front({std::move(copy), std::move(keys)});
   bytes_ += need;
 }
 
@@ -56,6 +78,14 @@ size_t PrefixCache::size() const {
 uint64_t PrefixCache::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;
+}
+
+MemoryCacheStats PrefixCache::memory_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  MemoryCacheStats s = stats_;
+  s.bytes = bytes_;
+  s.snapshots = entries_.size();
+  return s;
 }
 
 }  // namespace waste

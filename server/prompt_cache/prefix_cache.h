@@ -1,5 +1,8 @@
 // Snapshots of sessions at message boundaries, so a conversation that re-sends its history only
-// prefills what is new. Memory-bounded, least recently used out first.
+// prefills what is new. Two tiers: memory (bounded, least recently used out first) and, when
+// attached, disk (disk_prefix_cache.h), which every snapshot is also written to in the
+// background and which survives restarts. A lookup takes the longer of the two tiers' matches,
+// memory when they tie.
 //
 // Entries match on a key per position, not on token ids alone: an image position's id is the
 // same <|media_pad|> for every image, so its key is a hash of the image (PromptImages::keys).
@@ -7,41 +10,56 @@
 // every position when none are given, is keyed by its token id.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "engine/model/session.h"
+#include "server/prompt_cache/disk_prefix_cache.h"
 
 namespace waste {
 
+struct MemoryCacheStats {
+  uint64_t hits = 0, misses = 0, tokens_reused = 0, evictions = 0;
+  uint64_t bytes = 0, snapshots = 0;
+};
+
 class PrefixCache {
  public:
-  explicit PrefixCache(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  explicit PrefixCache(uint64_t max_bytes, std::unique_ptr<DiskPrefixCache> disk = nullptr)
+      : max_bytes_(max_bytes), disk_(std::move(disk)) {}
 
   // A copy of the longest snapshot whose keys are a proper prefix of `prompt`'s (at least one
-  // prompt token is always left to compute, since its logits are needed).
+  // prompt token is always left to compute, since its logits are needed), from either tier.
   std::optional<Session> longest_prefix(std::span<const int32_t> prompt,
                                         std::span<const uint64_t> media = {});
-  // Keeps a copy of `s`; an identical key history replaces the older entry.
+  // Keeps a copy of `s` in memory (an identical key history replaces the older entry) and
+  // queues the same copy for the disk tier.
   void put(const Session& s, std::span<const uint64_t> media = {});
 
   size_t size() const;
   uint64_t bytes() const;
+  MemoryCacheStats memory_stats() const;
+  // The disk tier, or null when there is none.
+  DiskPrefixCache* disk() const { return disk_.get(); }
 
  private:
   struct Entry {
-    Session session;
+    std::shared_ptr<const Session> session;
     std::vector<uint64_t> keys;
   };
 
   mutable std::mutex mu_;
   uint64_t max_bytes_;
+  MemoryCacheStats stats_;  // bytes and snapshots: see bytes_ and entries_
   uint64_t bytes_ = 0;
   std::list<Entry> entries_;  // front = most recently used
+  std::unique_ptr<DiskPrefixCache> disk_;
 };
 
 // The key of each position of `tokens`: media[i] where given, else the id.

@@ -25,7 +25,7 @@
 #include "engine/model/session.h"
 #include "prompt_templates/reply_parser.h"
 #include "protocol/constraint/token_constraint.h"
-#include "server/runtime/prefix_cache.h"
+#include "server/prompt_cache/prefix_cache.h"
 #include "server/runtime/prompt_images.h"
 
 namespace waste {

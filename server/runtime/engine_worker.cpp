@@ -45,8 +45,22 @@ std::string EngineWorker::last_error() const {
   return last_error_;
 }
 
+namespace {
+
+std::unique_ptr<DiskPrefixCache> disk_tier(Model& model, const WorkerOptions& opt) {
+  if (!opt.disk_cache) return nullptr;
+  const int64_t ctx = opt.ctx;
+  return std::make_unique<DiskPrefixCache>(*opt.disk_cache, opt.fingerprint,
+                                           [&model, ctx] { return model.new_session(ctx); });
+}
+
+}  // namespace
+
 EngineWorker::EngineWorker(Model& model, WorkerOptions opt)
-    : model_(model), opt_(opt), cache_(opt.snapshot_bytes), decoder_(model, &cache_) {
+    : model_(model),
+      opt_(opt),
+      cache_(opt.snapshot_bytes, disk_tier(model, opt)),
+      decoder_(model, &cache_) {
   thread_ = std::thread([this] { loop(); });
 }
 

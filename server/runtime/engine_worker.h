@@ -8,8 +8,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -17,8 +19,8 @@
 
 #include "engine/model/model.h"
 #include "prompt_templates/reply_parser.h"
+#include "server/prompt_cache/prefix_cache.h"
 #include "server/runtime/decoder.h"
-#include "server/runtime/prefix_cache.h"
 
 namespace waste {
 
@@ -48,6 +50,9 @@ struct WorkerOptions {
   size_t queue_limit = 16;
   int64_t ctx = 4096;
   uint64_t snapshot_bytes = 1ull << 30;
+  // The prompt cache's disk tier, when on; `fingerprint` names the model's folder in it.
+  std::optional<DiskCacheOptions> disk_cache;
+  std::function<uint64_t()> fingerprint;
   // Cut from engine errors before a client sees them (the container's folder: a client has no
   // business knowing where the model lives).
   std::string private_prefix;
@@ -76,6 +81,10 @@ class EngineWorker {
   // The message of the latest engine failure ("" if none), as clients saw it.
   std::string last_error() const;
   const PrefixCache& prefix_cache() const { return cache_; }
+  // Waits until the disk tier has written every pending snapshot (none: returns at once).
+  void flush_snapshots() {
+    if (cache_.disk()) cache_.disk()->flush();
+  }
   const WorkerOptions& options() const { return opt_; }
   // Stops taking jobs: queued ones are answered 503 at once; the running one may finish within
   // `grace`, after which it is cut (its reply ends with a 503 error). Returns how many replies
