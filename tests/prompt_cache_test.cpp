@@ -196,10 +196,46 @@ TEST_P(PromptCacheTest, DamagedTruncatedForeignAndOrphanedFilesAreSkippedAndDele
 }
 
 TEST_P(PromptCacheTest, TwoContainersThatDifferOnlyInWeightsHaveDifferentFingerprints) {
-  ModelHost other((dir_->path() / "kl6.waste").string(), EngineOptions{});
-  ModelHost same(container(Arch::kKimiLinear).string(), EngineOptions{});
+  if (GetParam() == Arch::kK3) GTEST_SKIP() << "one pair of containers is enough";
+  const fs::path a = container(Arch::kKimiLinear), b = dir_->path() / "kl6.waste";
+  ASSERT_EQ(test::read_file(a / "manifest.json"), test::read_file(b / "manifest.json"));
+  ModelHost other(b.string(), EngineOptions{});
+  ModelHost same(a.string(), EngineOptions{});
   EXPECT_NE(content_fingerprint(other.container()), content_fingerprint(same.container()));
-  EXPECT_EQ(content_fingerprint(same.container()), content_fingerprint(same.container()));
+  EXPECT_EQ(content_fingerprint(same.container()), content_fingerprint(host_->container()));
+}
+
+// A snapshot written again after it went, while a longer one still holds its rows, reuses those
+// rows: the bytes the tier counts stay the bytes on disk, and the rows outlive either snapshot.
+TEST_P(PromptCacheTest, ARewrittenSnapshotSharesTheRowsALongerOneHolds) {
+  test::TempDir root;
+  std::vector<int32_t> first = prompt(40), second = prompt(65);
+  fs::path dir;
+  {
+    auto c = open_cache(root.path());
+    put(*c, prefilled(first));
+    put(*c, prefilled(second));
+    dir = c->dir();
+  }
+  fs::remove(dir / SnapshotInfo{40, prefix_hashes(keys(first)).back(), {}}.file_name());
+  auto c = open_cache(root.path());
+  put(*c, prefilled(first));
+  auto on_disk = [&] {
+    uint64_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir)) n += e.file_size();
+    return n;
+  };
+  EXPECT_EQ(c->stats().bytes, on_disk());
+  EXPECT_EQ(files(dir, ".rows").size(), 2u);
+  // Both snapshots still restore exactly.
+  std::vector<int32_t> longer = prompt(70);
+  std::optional<Session> s = c->longest_prefix(keys(longer), 0);
+  ASSERT_TRUE(s);
+  std::vector<int32_t> rest(longer.begin() + 65, longer.end());
+  EXPECT_EQ(next_logits(*s, rest), next_logits(prefilled(second), rest));
+  std::optional<Session> f = c->longest_prefix(keys(prompt(41)), 0);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->pos(), 40);
 }
 
 TEST_P(PromptCacheTest, TheByteBoundIsKeptLeastRecentlyUsedFirst) {
@@ -290,7 +326,7 @@ TEST_P(PromptCacheTest, KillNineDuringWritesNeverLeavesAFileThatIsRestored) {
     }
   }
   EXPECT_EQ(c->stats().skipped_files, 0u);
-  RecordProperty("restored", (int)restored);
+  EXPECT_GT(restored, 0u);  // the writers got some snapshots through
 }
 
 // `waste cache`: ls lists without changing anything, prune keeps the bound, clear empties.

@@ -1,6 +1,7 @@
 #include "server/api/api.h"
 
 #include <chrono>
+#include <functional>
 #include <random>
 
 #include <fmt/format.h>
@@ -30,15 +31,19 @@ constexpr int kRequestThreads = 2;
 // Engine failures in a row after which /health says "degraded".
 constexpr uint64_t kDegradedAfter = 3;
 
-// The prompt cache, per tier (memory, disk): Prometheus series with a `tier` label.
-void prompt_cache_metrics(const PrefixCache& cache, std::string* out) {
+using MetricWriter =
+    std::function<void(const char* name, const char* type, const char* help, double v)>;
+
+// The prompt cache: per-tier series with a `tier` label (memory, disk), then the disk's own.
+void prompt_cache_metrics(const PrefixCache& cache, const MetricWriter& metric, std::string* out) {
   const MemoryCacheStats m = cache.memory_stats();
-  const DiskCacheStats d = cache.disk() ? cache.disk()->stats() : DiskCacheStats{};
+  const DiskPrefixCache* disk = cache.disk();
+  const DiskCacheStats d = disk ? disk->stats() : DiskCacheStats{};
   auto tiered = [&](const char* name, const char* type, const char* help, uint64_t mem,
-                    uint64_t disk) {
+                    uint64_t on_disk) {
     *out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0}{{tier=\"memory\"}} {3}\n", name, help,
                         type, mem);
-    if (cache.disk()) *out += fmt::format("{}{{tier=\"disk\"}} {}\n", name, disk);
+    if (disk) *out += fmt::format("{}{{tier=\"disk\"}} {}\n", name, on_disk);
   };
   tiered("waste_prompt_cache_hits_total", "counter", "prompts that restored a snapshot", m.hits,
          d.hits);
@@ -48,24 +53,17 @@ void prompt_cache_metrics(const PrefixCache& cache, std::string* out) {
          m.evictions, d.evictions);
   tiered("waste_prompt_cache_bytes", "gauge", "bytes the snapshots take", m.bytes, d.bytes);
   tiered("waste_prompt_cache_snapshots", "gauge", "snapshots kept", m.snapshots, d.snapshots);
-  *out += fmt::format(
-      "# HELP waste_prompt_cache_misses_total prompts no snapshot served\n"
-      "# TYPE waste_prompt_cache_misses_total counter\nwaste_prompt_cache_misses_total {}\n",
-      m.misses);
-  if (!cache.disk()) return;
-  *out += fmt::format(
-      "# HELP waste_prompt_cache_disk_dropped_writes_total snapshots not written (backlog full, "
-      "or larger than the bound)\n# TYPE waste_prompt_cache_disk_dropped_writes_total counter\n"
-      "waste_prompt_cache_disk_dropped_writes_total {}\n"
-      "# HELP waste_prompt_cache_disk_skipped_files_total files that failed their checks and "
-      "were deleted\n# TYPE waste_prompt_cache_disk_skipped_files_total counter\n"
-      "waste_prompt_cache_disk_skipped_files_total {}\n"
-      "# HELP waste_prompt_cache_disk_writes_total snapshots written\n"
-      "# TYPE waste_prompt_cache_disk_writes_total counter\nwaste_prompt_cache_disk_writes_total "
-      "{}\n"
-      "# HELP waste_prompt_cache_disk_ready 1 once the folder is scanned, while the tier is on\n"
-      "# TYPE waste_prompt_cache_disk_ready gauge\nwaste_prompt_cache_disk_ready {}\n",
-      d.dropped_writes, d.skipped_files, d.writes, d.ready && d.enabled ? 1 : 0);
+  metric("waste_prompt_cache_misses_total", "counter", "prompts no snapshot served",
+         (double)m.misses);
+  if (!disk) return;
+  metric("waste_prompt_cache_disk_writes_total", "counter", "snapshots written", (double)d.writes);
+  metric("waste_prompt_cache_disk_dropped_writes_total", "counter",
+         "snapshots not written (backlog full, or larger than the bound)",
+         (double)d.dropped_writes);
+  metric("waste_prompt_cache_disk_skipped_files_total", "counter",
+         "files that failed their checks and were deleted", (double)d.skipped_files);
+  metric("waste_prompt_cache_disk_ready", "gauge",
+         "1 once the folder is scanned, while the tier is on", d.ready && d.enabled ? 1 : 0);
 }
 
 std::string random_id(const char* prefix) {
@@ -275,7 +273,7 @@ void Api::metrics(const http::Request&, Writer w) {
            (double)st.bytes_read);
     metric("waste_prefix_snapshots", "gauge", "conversation snapshots kept for reuse",
            (double)worker.prefix_cache().size());
-    prompt_cache_metrics(worker.prefix_cache(), &out);
+    prompt_cache_metrics(worker.prefix_cache(), metric, &out);
   }
   w->send(200, "text/plain; version=0.0.4", out);
 }

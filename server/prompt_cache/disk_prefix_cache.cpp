@@ -247,6 +247,7 @@ void DiskPrefixCache::write(const Pending& p) {
   SnapshotInfo info{n, key.second, {}};
   SnapKey base{0, 0};
   uint64_t need = 0;
+  bool have_rows = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stats_.enabled) return;
@@ -258,33 +259,50 @@ void DiskPrefixCache::write(const Pending& p) {
         info.segments = it->second.info.segments;
       }
     info.segments.push_back(RowSegment{base.first, n, key.second});
-    need = snap_bytes(s, info.segments.size()) + rows_bytes(s, base.first);
-    if (need > opt_.max_bytes) {
-      stats_.dropped_writes++;  // larger than the whole tier may hold
-      return;
+    // The rows may be on disk already, kept by a longer snapshot that outlived this one: they
+    // are held (a reference for the time of the write) instead of being written again.
+    if (auto r = rows_.find(info.segments.back().file_name()); r != rows_.end()) {
+      r->second.refs++;
+      have_rows = true;
     }
-    if (!make_room(need, base.first ? &base : nullptr))
+    need = snap_bytes(s, info.segments.size()) + (have_rows ? 0 : rows_bytes(s, base.first));
+    const bool too_large = need > opt_.max_bytes;  // than the whole tier may hold
+    if (too_large) stats_.dropped_writes++;
+    if (!too_large && !make_room(need, base.first ? &base : nullptr)) {
+      release_rows(info.segments.back(), have_rows);
       fail<IoError>("{}: the disk is full (free space below the {} MiB margin)", dir_.string(),
                     opt_.free_margin >> 20);
+    }
+    if (too_large) return release_rows(info.segments.back(), have_rows);
     if (base.first) snaps_[base].pins++;
   }
   const RowSegment& seg = info.segments.back();
   try {
-    write_rows_file(dir_, fingerprint_, s, seg);
+    if (!have_rows) write_rows_file(dir_, fingerprint_, s, seg);
     write_snapshot_file(dir_, fingerprint_, s, p.keys, info);
   } catch (...) {
     std::lock_guard<std::mutex> lock(mu_);
     if (base.first) snaps_[base].pins--;
-    remove_quietly(dir_ / seg.file_name());
+    if (!have_rows) remove_quietly(dir_ / seg.file_name());
+    release_rows(seg, have_rows);
     throw;
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (base.first) snaps_[base].pins--;
-  uint64_t rb = fs::file_size(dir_ / seg.file_name());
-  rows_[seg.file_name()] = Rows{rb, 0};
-  stats_.bytes += rb;
+  if (!have_rows) {
+    uint64_t rb = fs::file_size(dir_ / seg.file_name());
+    rows_[seg.file_name()] = Rows{rb, 0};
+    stats_.bytes += rb;
+  }
   add_snap(info, fs::file_size(dir_ / info.file_name()), now_ns());
+  release_rows(seg, have_rows);
   stats_.writes++;
+}
+
+// Drops the hold write() took on rows that were already on disk.
+void DiskPrefixCache::release_rows(const RowSegment& seg, bool held) {
+  if (!held) return;
+  if (auto r = rows_.find(seg.file_name()); r != rows_.end()) r->second.refs--;
 }
 
 void DiskPrefixCache::touch(const SnapKey& key) {

@@ -105,6 +105,7 @@ class DiskPrefixCache {
   void drop_bad(const SnapKey& key, const std::filesystem::path& bad, const std::string& why);
   void switch_off(const std::string& why);
   void touch(const SnapKey& key);
+  void release_rows(const RowSegment& seg, bool held);
 
   DiskCacheOptions opt_;
   std::function<uint64_t()> fingerprint_fn_;

@@ -14,7 +14,7 @@ std::vector<uint64_t> position_keys(std::span<const int32_t> tokens,
 
 std::optional<Session> PrefixCache::longest_prefix(std::span<const int32_t> prompt,
                                                    std::span<const uint64_t> media) {
-  const std::vector<uint64_t> want = position_keys(prompt, media);
+  std::vector<uint64_t> want = position_keys(prompt, media);
   std::shared_ptr<const Session> found;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -33,7 +33,9 @@ std::optional<Session> PrefixCache::longest_prefix(std::span<const int32_t> prom
   const int64_t in_memory = found ? found->pos() : 0;
   if (disk_)
     if (std::optional<Session> s = disk_->longest_prefix(want, in_memory)) {
-      put(*s, media);  // the next turn finds it in memory
+      // The next turn finds it in memory; the disk has it already.
+      want.resize((size_t)s->pos());
+      remember(std::make_shared<const Session>(*s), std::move(want));
       return s;
     }
   std::lock_guard<std::mutex> lock(mu_);
@@ -48,11 +50,15 @@ std::optional<Session> PrefixCache::longest_prefix(std::span<const int32_t> prom
 
 void PrefixCache::put(const Session& s, std::span<const uint64_t> media) {
   if (s.broken || s.tokens.empty()) return;
-  const uint64_t need = s.bytes();
-  if (need > max_bytes_ && !disk_) return;
+  if (!disk_ && s.bytes() > max_bytes_) return;  // nowhere to keep it
   std::vector<uint64_t> keys = position_keys(s.tokens, media);
   auto copy = std::make_shared<const Session>(s);  // the one copy both tiers share
   if (disk_) disk_->put(copy, keys);
+  remember(std::move(copy), std::move(keys));
+}
+
+void PrefixCache::remember(std::shared_ptr<const Session> copy, std::vector<uint64_t> keys) {
+  const uint64_t need = copy->bytes();
   if (need > max_bytes_) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it)

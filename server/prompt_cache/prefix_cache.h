@@ -54,6 +54,9 @@ class PrefixCache {
     std::vector<uint64_t> keys;
   };
 
+  // Into the memory tier only (an identical key history replaces the older entry).
+  void remember(std::shared_ptr<const Session> copy, std::vector<uint64_t> keys);
+
   mutable std::mutex mu_;
   uint64_t max_bytes_;
   MemoryCacheStats stats_;  // bytes and snapshots: see bytes_ and entries_
