@@ -70,6 +70,10 @@ const std::vector<ServeOption>& options() {
           "most bytes the prompt cache keeps on disk (default 32G; never more than the free "
           "space allows)"},
          [](ServeOptions& o, const std::string& v) { o.prompt_cache_disk = parse_bytes(v); }},
+        {{"--warm-start", "WASTE_WARM_START", "warm_start",
+          "at start, read the experts earlier runs used most into the expert cache, in the "
+          "background (default on; the counts are kept in the prompt cache's folder)"},
+         [](ServeOptions& o, const std::string& v) { o.warm_start = parse_bool(v); }},
         {{"--allowed-hosts", "WASTE_ALLOWED_HOSTS", "allowed_hosts",
           "Host names served, comma-separated ('*': any; default: loopback names and --host, or "
           "any when bound to every interface)"},

@@ -29,6 +29,8 @@ struct ServeOptions {
   // and the most bytes it may hold.
   std::string prompt_cache_dir;
   uint64_t prompt_cache_disk = 32ull << 30;
+  // Warm the expert cache at start from the demand counts kept in the cache folder.
+  bool warm_start = true;
   std::vector<std::string> cors;           // allowed origins; "*" for any
   std::vector<std::string> allowed_hosts;  // Host names served; empty: the default (serve.cpp)
   int http_threads = 2;

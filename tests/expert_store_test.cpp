@@ -124,6 +124,39 @@ TEST_P(ExpertStoreTest, InterleavedDemandsAndPrefetchesAllArrive) {
   EXPECT_LE(s.prefetch_used, s.prefetched);
 }
 
+// warm(): an earlier run's counts go into the store's own, and the most used records are read
+// into free slots only (never past the room a demand needs, never evicting); a demand then finds
+// them resident. Records the container does not have are ignored.
+TEST_P(ExpertStoreTest, WarmReadsTheMostUsedRecordsIntoFreeSlots) {
+  auto c = open();
+  const int K = c->config().top_k;
+  StoreOptions o;
+  o.cache_bytes = 0;  // 2K slots: room for K warmed records beside a demand's K
+  o.backend = GetParam();
+  ExpertStore st(*c, o);
+  const int layer = c->manifest().banks.begin()->first;
+  std::vector<ExpertUse> earlier = {{layer, 9, 1}, {999, 0, 50}, {layer, 100000, 40}};
+  for (int e = 0; e < 2 * K; e++) earlier.push_back({layer, e, (uint64_t)(100 - e)});
+  const size_t queued = st.warm(earlier);
+  EXPECT_EQ(queued, (size_t)(st.n_slots() - K));
+  await_bytes(st, queued);
+  EXPECT_EQ(st.stats().warmed, queued);
+  // The most used: experts 0..queued-1 are resident, so demanding them reads nothing.
+  std::vector<int> top;
+  for (int e = 0; e < (int)queued; e++) top.push_back(e);
+  ExpertStats before = st.stats();
+  fetch(st, layer, top);
+  EXPECT_EQ(st.stats().misses, before.misses);
+  EXPECT_EQ(st.stats().hits - before.hits, queued);
+  // Counts carry forward, demands added: expert 0 was used 100 times before and once now.
+  std::vector<ExpertUse> u = st.usage();
+  ASSERT_FALSE(u.empty());
+  EXPECT_EQ(u[0].layer, layer);
+  EXPECT_EQ(u[0].expert, 0);
+  EXPECT_EQ(u[0].uses, 101u);
+  for (const ExpertUse& x : u) EXPECT_NE(x.layer, 999);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backend, ExpertStoreTest,
                          ::testing::Values(IoBackend::kUring, IoBackend::kThreads),
                          [](const auto& param_info) {

@@ -10,8 +10,10 @@
 
 #include <fstream>
 
+#include "engine/base/error.h"
 #include "engine/format/content_fingerprint.h"
 #include "engine/synth/synth.h"
+#include "server/prompt_cache/expert_usage_file.h"
 #include "server/prompt_cache/prefix_cache.h"
 #include "server/runtime/model_host.h"
 #include "tests/test_util.h"
@@ -327,6 +329,29 @@ TEST_P(PromptCacheTest, KillNineDuringWritesNeverLeavesAFileThatIsRestored) {
   }
   EXPECT_EQ(c->stats().skipped_files, 0u);
   EXPECT_GT(restored, 0u);  // the writers got some snapshots through
+}
+
+// expert-usage.bin: what is written is read back; a damaged, truncated or foreign file is refused.
+TEST_P(PromptCacheTest, TheExpertUsageFileRoundTripsAndRefusesBadCopies) {
+  if (GetParam() == Arch::kK3) GTEST_SKIP() << "the file does not depend on the model";
+  test::TempDir d;
+  const fs::path f = d / kExpertUsageFile;
+  const std::vector<ExpertUse> uses = {{1, 3, 40}, {2, 0, 7}, {1, 1, 1}};
+  write_expert_usage(f, 42, uses);
+  std::vector<ExpertUse> back = read_expert_usage(f, 42);
+  ASSERT_EQ(back.size(), uses.size());
+  for (size_t i = 0; i < uses.size(); i++) {
+    EXPECT_EQ(back[i].layer, uses[i].layer);
+    EXPECT_EQ(back[i].expert, uses[i].expert);
+    EXPECT_EQ(back[i].uses, uses[i].uses);
+  }
+  EXPECT_THROW(read_expert_usage(f, 43), FormatError);  // another model's
+  std::string bytes = test::read_file(f);
+  bytes[bytes.size() - 2] ^= 1;
+  test::write_file(f, bytes);
+  EXPECT_THROW(read_expert_usage(f, 42), FormatError);
+  test::write_file(f, bytes.substr(0, 70));
+  EXPECT_THROW(read_expert_usage(f, 42), FormatError);
 }
 
 // `waste cache`: ls lists without changing anything, prune keeps the bound, clear empties.

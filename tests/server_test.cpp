@@ -469,6 +469,19 @@ TEST_F(ServerTest, PromptCacheOnDiskSurvivesRestartsAndBadFiles) {
     HttpResponse m = http_request(d->port(), "GET", "/metrics");
     EXPECT_NE(m.body.find("waste_prompt_cache_hits_total{tier=\"disk\"} 2"), std::string::npos)
         << m.body;
+    // The expert cache started warm from the first run's counts.
+    EXPECT_NE(d->log().find("expert cache: warming"), std::string::npos) << d->log();
+    EXPECT_EQ(m.body.find("waste_expert_cache_warmed_records 0\n"), std::string::npos) << m.body;
+    EXPECT_EQ(d->terminate(), 0);
+  }
+  {
+    std::vector<std::string> cold_start = on;
+    cold_start.insert(cold_start.end(), {"--warm-start", "false"});
+    auto d = start(cold_start);
+    EXPECT_EQ(ask(*d, a2).content, cold_a2.content);
+    EXPECT_EQ(d->log().find("expert cache: warming"), std::string::npos) << d->log();
+    HttpResponse m = http_request(d->port(), "GET", "/metrics");
+    EXPECT_NE(m.body.find("waste_expert_cache_warmed_records 0\n"), std::string::npos) << m.body;
     EXPECT_EQ(d->terminate(), 0);
   }
   // Every snapshot damaged: skipped with a warning, deleted, and the reply is a cold run's.

@@ -47,10 +47,17 @@ class ExpertCache {
     if (--slots_[slot].pins == 0) n_pinned_--;
   }
   int n_pinned() const { return n_pinned_; }
+  int n_free() const { return (int)free_.size(); }
   // Forgets a slot's record (after a failed read).
   void drop(int slot);
 
   uint64_t evictions() const { return evictions_; }
+
+  // Demands of every record ever demanded, whatever the policy (speculative reads are not
+  // demands): what a later run warms its cache with. The store counts each demand; a loaded
+  // usage file carries an earlier run's counts forward.
+  const std::unordered_map<uint32_t, uint64_t>& uses() const { return uses_; }
+  void add_uses(uint32_t key, uint64_t n) { uses_[key] += n; }
 
  private:
   struct Slot {
@@ -75,6 +82,7 @@ class ExpertCache {
   std::unordered_map<uint32_t, int> where_;
   std::unordered_map<uint32_t, uint64_t> freq_;  // LFU: uses per record, ever
   std::unordered_map<uint32_t, History> hist_;   // LRFU: per record, ever
+  std::unordered_map<uint32_t, uint64_t> uses_;  // every policy: per record, ever
   double lambda_ = 0;
   uint64_t clock_ = 0;
   uint64_t lcg_ = 0x9e3779b9;

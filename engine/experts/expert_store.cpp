@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include "engine/base/error.h"
 
@@ -21,6 +22,7 @@ ExpertStore::ExpertStore(const Container& c, const StoreOptions& opt)
   state_.assign(cache_.n_slots(), State::kEmpty);
   error_.resize(cache_.n_slots());
   speculative_.assign(cache_.n_slots(), 0);
+  warming_.assign(cache_.n_slots(), 0);
   if (opt.backend == IoBackend::kUring && opt.io_threads > 0 && uring_available())
     readers_.emplace_back([this] { uring_loop(); });
   else
@@ -86,13 +88,18 @@ void ExpertStore::complete(int slot, double seconds, const std::string& err) {
   in_flight_--;
   error_[slot] = err;
   cache_.unpin(slot);  // the in-flight pin
+  if (warming_[slot]) {
+    warming_[slot] = 0;
+    stats_.warmed++;
+    stats_.warm_seconds = seconds_since(warm_start_);
+  }
   done_cv_.notify_all();
 }
 
 // Under mu_: the next queued read, demanded ones first.
 bool ExpertStore::next_job(Job& j, bool speculative_ok) {
-  std::deque<Job>& q = jobs_.empty() ? spec_jobs_ : jobs_;
-  if (q.empty() || (&q == &spec_jobs_ && !speculative_ok)) return false;
+  std::deque<Job>& q = !jobs_.empty() ? jobs_ : !spec_jobs_.empty() ? spec_jobs_ : warm_jobs_;
+  if (q.empty() || (&q != &jobs_ && !speculative_ok)) return false;
   j = q.front();
   q.pop_front();
   return true;
@@ -101,7 +108,7 @@ bool ExpertStore::next_job(Job& j, bool speculative_ok) {
 void ExpertStore::reader_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    job_cv_.wait(lock, [&] { return stop_ || !jobs_.empty() || !spec_jobs_.empty(); });
+    job_cv_.wait(lock, [&] { return stop_ || has_jobs(); });
     if (stop_) return;
     Job j;
     next_job(j);
@@ -157,7 +164,9 @@ void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t f
     stats_.hits++;
     if (speculative_[s]) stats_.prefetch_used++;
     speculative_[s] = 0;
+    if (warming_[s]) promote_warm(s);
     cache_.touch(s);
+    cache_.add_uses(ExpertCache::key(layer, experts[i]), 1);
     slot[i] = s;
     cache_.pin(s);  // held until this layer is done with it
   }
@@ -166,6 +175,7 @@ void ExpertStore::fetch_window(int layer, std::span<const int> experts, size_t f
     int s = cache_.find(ExpertCache::key(layer, experts[i]));
     if (s >= 0) cache_.drop(s);  // a failed speculative read: try again on demand
     stats_.misses++;
+    cache_.add_uses(ExpertCache::key(layer, experts[i]), 1);
     s = claim(layer, experts[i], lock);
     if (readers_.empty())
       sync_read[i] = true;
@@ -249,6 +259,63 @@ void ExpertStore::prefetch_locked(int layer, std::span<const int> experts) {
     spec_jobs_.push_back({s, layer, e, true});
   }
   wake_readers();
+}
+
+// Under mu_: a warm read a demand is waiting for moves to the demand queue, if not begun yet.
+void ExpertStore::promote_warm(int slot) {
+  for (auto it = warm_jobs_.begin(); it != warm_jobs_.end(); ++it)
+    if (it->slot == slot) {
+      jobs_.push_back(*it);
+      jobs_.back().speculative = false;
+      warm_jobs_.erase(it);
+      return;
+    }
+}
+
+std::vector<ExpertUse> ExpertStore::usage() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ExpertUse> out;
+  for (auto [key, n] : cache_.uses()) out.push_back({(int)(key >> 16), (int)(key & 0xffff), n});
+  std::sort(out.begin(), out.end(), [](const ExpertUse& a, const ExpertUse& b) {
+    return a.uses != b.uses ? a.uses > b.uses
+                            : std::tie(a.layer, a.expert) < std::tie(b.layer, b.expert);
+  });
+  return out;
+}
+
+size_t ExpertStore::warm(std::span<const ExpertUse> earlier) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ExpertUse> ranked;
+  for (const ExpertUse& u : earlier) {
+    if (!c_.manifest().banks.count(u.layer) || u.expert < 0 ||
+        u.expert >= c_.bank(u.layer).entry().experts)
+      continue;  // a record this container does not have
+    cache_.add_uses(ExpertCache::key(u.layer, u.expert), u.uses);
+    ranked.push_back(u);
+  }
+  if (readers_.empty()) return 0;
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const ExpertUse& a, const ExpertUse& b) { return a.uses > b.uses; });
+  // Only free slots, less the room a demand always needs: warming never evicts.
+  const int keep_free = c_.config().top_k;
+  size_t queued = 0;
+  warm_start_ = SteadyClock::now();
+  for (const ExpertUse& u : ranked) {
+    if (cache_.n_free() <= keep_free) break;
+    const uint32_t key = ExpertCache::key(u.layer, u.expert);
+    if (cache_.find(key) >= 0) continue;
+    int s = cache_.admit(key);
+    in_flight_++;
+    state_[s] = State::kReading;
+    speculative_[s] = 1;
+    warming_[s] = 1;
+    cache_.pin(s);
+    warm_jobs_.push_back({s, u.layer, u.expert, true});
+    queued++;
+  }
+  stats_.warm_queued += queued;
+  wake_readers();
+  return queued;
 }
 
 }  // namespace waste

@@ -52,6 +52,15 @@ struct ExpertStats {
   uint64_t prefetch_used = 0;  // of which a later demand used the record
   double read_seconds = 0;     // summed over reader threads
   double wait_seconds = 0;     // compute thread waiting for records
+  uint64_t warm_queued = 0;    // records warm() asked for
+  uint64_t warmed = 0;         // of which read (or failed)
+  double warm_seconds = 0;     // from warm() to its latest read
+};
+
+// A record and how often it was demanded, for warming a cache across runs.
+struct ExpertUse {
+  int layer = 0, expert = 0;
+  uint64_t uses = 0;
 };
 
 class ExpertStore {
@@ -75,6 +84,13 @@ class ExpertStore {
   // the current layer uses. Never blocks on I/O.
   void prefetch(int layer, std::span<const int> experts);
 
+  // Every record demanded so far (with counts added by warm()), most used first.
+  std::vector<ExpertUse> usage() const;
+  // Adds an earlier run's counts and reads the most used records into free slots, in the
+  // background behind every demanded and speculative read, never evicting a record (a demand for
+  // one still queued takes its place in the demand queue). Returns how many reads it queued.
+  size_t warm(std::span<const ExpertUse> earlier);
+
   ExpertStats stats() const;
   int n_slots() const { return cache_.n_slots(); }
   uint64_t record_bytes() const { return stride_; }
@@ -94,6 +110,8 @@ class ExpertStore {
   void uring_loop();              // expert_store_uring.cpp
   static bool uring_available();  // the kernel lets this process set up a ring
   bool next_job(Job& j, bool speculative_ok = true);
+  bool has_jobs() const { return !jobs_.empty() || !spec_jobs_.empty() || !warm_jobs_.empty(); }
+  void promote_warm(int slot);
   void wake_readers();  // under mu_: jobs were queued
   void read_into(int slot, int layer, int expert, std::unique_lock<std::mutex>& lock);
   // Applies the test hook's fault to a finished read (its byte count and errno).
@@ -114,8 +132,11 @@ class ExpertStore {
 
   mutable std::mutex mu_;
   std::condition_variable job_cv_, done_cv_;
-  std::deque<Job> jobs_;       // demanded records: always read first
-  std::deque<Job> spec_jobs_;  // speculative (lookahead) reads
+  std::deque<Job> jobs_;          // demanded records: always read first
+  std::deque<Job> spec_jobs_;     // speculative (lookahead) reads
+  std::deque<Job> warm_jobs_;     // warm() reads: after every other
+  std::vector<uint8_t> warming_;  // per slot: its read was queued by warm()
+  std::chrono::steady_clock::time_point warm_start_;
   std::vector<std::thread> readers_;
   int in_flight_ = 0;           // reads queued or running
   int wake_fd_ = -1;            // the io_uring loop's eventfd, while it runs

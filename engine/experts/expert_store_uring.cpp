@@ -86,7 +86,7 @@ void ExpertStore::uring_loop() {
   wake_fd_ = wake_fd;
   for (;;) {
     if (busy == 0) {
-      job_cv_.wait(lock, [&] { return stop_ || !jobs_.empty() || !spec_jobs_.empty(); });
+      job_cv_.wait(lock, [&] { return stop_ || has_jobs(); });
       if (stop_) break;
     }
     Job j;

@@ -48,6 +48,9 @@ class Model {
   uint64_t fingerprint() const { return fingerprint_; }
   int threads() const { return pool_->size(); }
   ExpertStats expert_stats() const { return store_->stats(); }
+  // The expert cache's demand counts, and warming it from an earlier run's (ExpertStore::warm).
+  std::vector<ExpertUse> expert_usage() const { return store_->usage(); }
+  size_t warm_experts(std::span<const ExpertUse> earlier) { return store_->warm(earlier); }
   const LookaheadStats& lookahead_stats() const { return lookahead_; }
   const ModelOptions& options() const { return opt_; }
 

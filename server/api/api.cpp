@@ -271,6 +271,11 @@ void Api::metrics(const http::Request&, Writer w) {
            (double)st.misses);
     metric("waste_expert_bytes_read_total", "counter", "bytes of expert records read",
            (double)st.bytes_read);
+    metric("waste_expert_cache_warmed_records", "gauge",
+           "expert records read into the cache at start from earlier runs' counts",
+           (double)st.warmed);
+    metric("waste_expert_cache_warm_seconds", "gauge", "how long warming the expert cache took",
+           st.warm_seconds);
     metric("waste_prefix_snapshots", "gauge", "conversation snapshots kept for reuse",
            (double)worker.prefix_cache().size());
     prompt_cache_metrics(worker.prefix_cache(), metric, &out);

@@ -1,6 +1,7 @@
 #include "server/api/serving_model.h"
 
 #include <filesystem>
+#include <future>
 
 #include <spdlog/spdlog.h>
 
@@ -17,20 +18,32 @@ const Tokenizer& required_tokenizer(const ModelHost& h) {
   return *h.tokenizer();
 }
 
-WorkerOptions worker_options(const ServeOptions& o, const ModelHost& h) {
+// The cache folder for this model's files, or empty when there is none.
+std::string cache_root(const ServeOptions& o) {
+  std::string dir = o.prompt_cache_dir.empty() ? default_prompt_cache_dir() : o.prompt_cache_dir;
+  if (dir.empty()) spdlog::warn("no cache folder (neither XDG_CACHE_HOME nor HOME is set)");
+  return dir == "off" ? "" : dir;
+}
+
+// The content fingerprint, hashed once on its own thread for every user of the cache folder.
+std::shared_future<uint64_t> start_fingerprint(const std::string& root, const ModelHost& h) {
+  if (root.empty()) return {};
+  return std::async(std::launch::async, [&h] { return content_fingerprint(h.container()); })
+      .share();
+}
+
+WorkerOptions worker_options(const ServeOptions& o, const ModelHost& h, const std::string& root,
+                             const std::shared_future<uint64_t>& fingerprint) {
   WorkerOptions wo;
   wo.queue_limit = o.queue;
   wo.ctx = h.ctx();
   wo.snapshot_bytes = o.snapshot_bytes;
-  std::string dir = o.prompt_cache_dir.empty() ? default_prompt_cache_dir() : o.prompt_cache_dir;
-  if (dir.empty()) {
-    spdlog::warn("prompt cache: no disk tier (neither XDG_CACHE_HOME nor HOME is set)");
-  } else if (dir != "off") {
+  if (!root.empty()) {
     DiskCacheOptions d;
-    d.root = dir;
+    d.root = root;
     d.max_bytes = o.prompt_cache_disk;
     wo.disk_cache = d;
-    wo.fingerprint = [&h] { return content_fingerprint(h.container()); };
+    wo.fingerprint = [fingerprint] { return fingerprint.get(); };
   }
   // As the engine names its files: the container's folder as given, then the file.
   wo.private_prefix = (std::filesystem::path(h.path()) / "").string();
@@ -46,7 +59,17 @@ ServingModel::ServingModel(const ServeOptions& opt)
       aliases(opt.model_aliases),
       format(required_tokenizer(host), host.eos(), ChatDefaults{opt.thinking, opt.effort}),
       token_index(make_token_index(*host.tokenizer(), host.model().config().vocab)),
-      worker(host.model(), worker_options(opt, host)) {
+      cache_folder(cache_root(opt)),
+      fingerprint(start_fingerprint(cache_folder, host)),
+      worker(host.model(), worker_options(opt, host, cache_folder, fingerprint)) {
+  if (!cache_folder.empty()) {
+    WarmStartOptions wo;
+    wo.root = cache_folder;
+    wo.warm = opt.warm_start;
+    auto fp = fingerprint;
+    warm_start = std::make_unique<ExpertWarmStart>(
+        host.model(), [fp] { return fp.get(); }, wo);
+  }
   // Only vision.json is read here; the tower loads with the first image, so text pays nothing. A
   // bad vision.json disables images (and says why) instead of the whole model.
   if (host.container().vision_json()) {

@@ -3,6 +3,7 @@
 // images) and the engine worker with its queue and prompt cache.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "prompt_templates/chat_format.h"
 #include "protocol/constraint/token_constraint.h"
 #include "server/runtime/engine_worker.h"
+#include "server/runtime/expert_warm_start.h"
 #include "server/runtime/model_host.h"
 
 namespace waste {
@@ -28,7 +30,11 @@ struct ServingModel {
   // Declared before the worker so that it outlives the jobs that point at it.
   std::unique_ptr<ImageEncoder> vision;
   std::string vision_error;
+  std::string cache_folder;                  // prompt snapshots and expert usage; empty: none
+  std::shared_future<uint64_t> fingerprint;  // the model's content fingerprint, when used
   EngineWorker worker;
+  // Declared after the worker: saves the expert cache's counts before the worker goes.
+  std::unique_ptr<ExpertWarmStart> warm_start;
 };
 
 }  // namespace waste
