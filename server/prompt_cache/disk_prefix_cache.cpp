@@ -353,6 +353,7 @@ std::optional<Session> DiskPrefixCache::longest_prefix(std::span<const uint64_t>
         return std::nullopt;
       }
     }
+    const auto t0 = std::chrono::steady_clock::now();
     Session s = blank_();
     fs::path bad;
     uint64_t read = 0;
@@ -372,6 +373,9 @@ std::optional<Session> DiskPrefixCache::longest_prefix(std::span<const uint64_t>
     touch(key);
     stats_.hits++;
     stats_.tokens_reused += (uint64_t)key.first;
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+    spdlog::info("prompt cache: restored {} tokens from disk ({:.1f} MiB in {} files) in {:.3f} s",
+                 key.first, read / 1048576.0, info.segments.size() + 1, took.count());
     return s;
   }
 }
