@@ -148,6 +148,7 @@ TEST_P(ExpertStoreTest, WarmReadsTheMostUsedRecordsIntoFreeSlots) {
   fetch(st, layer, top);
   EXPECT_EQ(st.stats().misses, before.misses);
   EXPECT_EQ(st.stats().hits - before.hits, queued);
+  EXPECT_EQ(st.stats().prefetch_used, 0u);  // warm reads are not lookahead guesses
   // Counts carry forward, demands added: expert 0 was used 100 times before and once now.
   std::vector<ExpertUse> u = st.usage();
   ASSERT_FALSE(u.empty());

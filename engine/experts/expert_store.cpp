@@ -307,7 +307,7 @@ size_t ExpertStore::warm(std::span<const ExpertUse> earlier) {
     int s = cache_.admit(key);
     in_flight_++;
     state_[s] = State::kReading;
-    speculative_[s] = 1;
+    speculative_[s] = 0;  // not a lookahead guess: prefetch_used counts those alone
     warming_[s] = 1;
     cache_.pin(s);
     warm_jobs_.push_back({s, u.layer, u.expert, true});
