@@ -1,5 +1,6 @@
 #include "config/serve_options.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 
@@ -56,6 +57,12 @@ const std::vector<ServeOption>& options() {
          }},
         {{"--max-n", "WASTE_MAX_N", "max_n", "most replies one request may ask for (n; default 8)"},
          [](ServeOptions& o, const std::string& v) { o.max_n = (int)option_int(v, 1, 1024); }},
+        {{"--seed", "WASTE_SEED", "seed",
+          "sampler seed for requests that give none (default: a random seed per request); "
+          "the same request then gets the same reply"},
+         [](ServeOptions& o, const std::string& v) {
+           o.seed = (uint64_t)option_int(v, 0, INT64_MAX);
+         }},
         {{"--snapshot-memory", "WASTE_SNAPSHOT_MEMORY", "snapshot_memory",
           "RAM for prompt-prefix snapshots (default 2G)"},
          [](ServeOptions& o, const std::string& v) { o.snapshot_bytes = parse_bytes(v); }},

@@ -24,6 +24,8 @@ struct ServeOptions {
   int64_t max_tokens = 0;         // cap on max_tokens (0: the context is the cap)
   int64_t default_max_tokens = 4096;
   int max_n = 8;  // replies per request (OpenAI's n)
+  // The sampler's seed when a request gives none; unset: a fresh random seed per request.
+  std::optional<uint64_t> seed;
   uint64_t snapshot_bytes = 2ull << 30;
   // The prompt cache's disk tier: its folder ("off": none; empty: default_prompt_cache_dir())
   // and the most bytes it may hold.

@@ -65,6 +65,22 @@ std::vector<Segment> ChatFormat::family_segments(const Conversation& c, bool gen
   return render_raw(c);
 }
 
+// The conversation cut after its leading system messages, tools kept: what an agent sends
+// unchanged on every request, whatever its user message says. None when there are no leading
+// system messages and no tools, when nothing follows them, or when they hold an image.
+std::optional<Conversation> ChatFormat::preamble(const Conversation& c) {
+  size_t n = 0;
+  while (n < c.messages.size() && c.messages[n].role == Role::kSystem) n++;
+  if ((n == 0 && c.tools.empty()) || n == c.messages.size()) return std::nullopt;
+  for (size_t i = 0; i < n; i++)
+    if (const auto* parts = std::get_if<std::vector<ContentPart>>(&c.messages[i].content))
+      for (const ContentPart& part : *parts)
+        if (part.kind == ContentPart::Kind::kImage) return std::nullopt;
+  Conversation pre = c;
+  pre.messages.resize(n);
+  return pre;
+}
+
 std::vector<Segment> ChatFormat::segments(const Conversation& c,
                                           const ImagePrompts& image_prompts) const {
   return family_segments(c, defaults_.generation_prompt, image_prompts);
@@ -75,9 +91,16 @@ RenderedPrompt ChatFormat::render(const Conversation& c, const ImagePrompts& ima
   for (int id : tokenize_segments(tok_, family_segments(c, true, image_prompts)))
     p.ids.push_back(id);
   if (family_ != ChatFamily::kRaw) {
-    std::vector<int> history = tokenize_segments(tok_, family_segments(c, false, image_prompts));
-    if (history.size() < p.ids.size() && std::equal(history.begin(), history.end(), p.ids.begin()))
-      p.boundary = history.size();
+    // A point counts only where its rendering is exactly the prompt's start.
+    auto add_point = [&](const std::vector<int>& head) {
+      const size_t last = p.snapshots.empty() ? 0 : p.snapshots.back();
+      if (head.size() > last && head.size() < p.ids.size() &&
+          std::equal(head.begin(), head.end(), p.ids.begin()))
+        p.snapshots.push_back(head.size());
+    };
+    if (std::optional<Conversation> pre = preamble(c))
+      add_point(tokenize_segments(tok_, family_segments(*pre, false, {})));
+    add_point(tokenize_segments(tok_, family_segments(c, false, image_prompts)));
   }
   if (family_ == ChatFamily::kK3) {
     K3RenderOptions o;

@@ -24,7 +24,10 @@ enum class ChatFamily { kK3, kKimiLinear, kRaw };
 
 struct RenderedPrompt {
   std::vector<int32_t> ids;
-  size_t boundary = 0;  // tokens up to the end of the last complete message (a snapshot point)
+  // Snapshot points, ascending, each inside the prompt: the end of the preamble (the leading
+  // system messages and the tools, which an agent sends unchanged with every request) and the
+  // end of the last complete message (where the next turn goes on).
+  std::vector<size_t> snapshots;
   bool thinking = false;
 };
 
@@ -70,6 +73,7 @@ class ChatFormat {
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
 
  private:
+  static std::optional<Conversation> preamble(const Conversation& c);
   std::vector<Segment> family_segments(const Conversation& c, bool generation_prompt,
                                        const ImagePrompts& image_prompts) const;
 

@@ -183,7 +183,7 @@ TEST_F(DecoderTest, ForcedTokensComeFirstThenTheSampler) {
 TEST_F(DecoderTest, CancellationStopsPrefillAndDecodeAndKeepsNoSnapshot) {
   PrefixCache cache(1 << 30);
   DecodeInput in = input({1, 2, 3, 4, 5, 6, 7, 8, 9}, 20);
-  in.boundary = 5;
+  in.snapshots = {5};
   RecordingSink sink;
   sink.cancel_after = 2;
   DecodeResult r = run(in, sink, &cache);
@@ -200,7 +200,7 @@ TEST_F(DecoderTest, CancellationStopsPrefillAndDecodeAndKeepsNoSnapshot) {
 TEST_F(DecoderTest, SnapshotsAtTheBoundaryAndTheEndAreRestored) {
   PrefixCache cache(1 << 30);
   DecodeInput first = input({1, 2, 3, 4, 5, 6, 7}, 3);
-  first.boundary = 4;
+  first.snapshots = {4};
   RecordingSink a;
   DecodeResult r1 = run(first, a, &cache);
   EXPECT_EQ(r1.cached_tokens, 0);

@@ -11,6 +11,7 @@
 #include "engine/base/error.h"
 #include "engine/format/container.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "prompt_templates/chat_format.h"
 #include "prompt_templates/k3/k3_template.h"
 #include "prompt_templates/kimi_linear/kimi_linear_template.h"
 #include "prompt_templates/raw_template.h"
@@ -508,6 +509,42 @@ TEST(K3Images, PromptsPlaceholdersAndCounts) {
 }
 
 // ---- Kimi-Linear and raw -------------------------------------------------------------------
+
+// Two snapshot points: after the system prompt and the tools, which an agent sends unchanged
+// whatever its user message says, and after the last complete message.
+TEST(ChatFormatSnapshots, AtThePreambleAndAtTheLastMessage) {
+  ChatFormat format(test::k3_tokenizer(), std::nullopt, ChatDefaults{false, "max"});
+  const std::string tools =
+      R"("tools":[{"type":"function","function":{"name":"read","parameters":{"type":"object"}}}])";
+  auto render = [&](const std::string& messages, const std::string& extra) {
+    return format.render(parse_chat(R"({"messages":[)" + messages + "]" + extra + "}"));
+  };
+  RenderedPrompt a = render(R"({"role":"system","content":"You are an agent."},
+                               {"role":"user","content":"Fix the bug"})",
+                            "," + tools);
+  RenderedPrompt b = render(R"({"role":"system","content":"You are an agent."},
+                               {"role":"user","content":"Write the tests, then run them"})",
+                            "," + tools);
+  ASSERT_EQ(a.snapshots.size(), 2u);
+  ASSERT_EQ(b.snapshots.size(), 2u);
+  EXPECT_EQ(a.snapshots[0], b.snapshots[0]);
+  EXPECT_TRUE(std::equal(a.ids.begin(), a.ids.begin() + (ptrdiff_t)a.snapshots[0], b.ids.begin()));
+  // The prompts part within the user message's opening markup after the point.
+  size_t common = 0;
+  while (a.ids[common] == b.ids[common]) common++;
+  EXPECT_GE(common, a.snapshots[0]);
+  EXPECT_LT(common, a.snapshots[0] + 8);
+  RenderedPrompt history = render(R"({"role":"system","content":"You are an agent."},
+                                     {"role":"user","content":"Fix the bug"},
+                                     {"role":"assistant","content":"Done."})",
+                                  "," + tools);
+  EXPECT_GT(a.snapshots[1], a.snapshots[0]);
+  EXPECT_TRUE(
+      std::equal(a.ids.begin(), a.ids.begin() + (ptrdiff_t)a.snapshots[1], history.ids.begin()));
+  // Tools alone are a preamble too; a user message alone has only the last-message point.
+  EXPECT_EQ(render(R"({"role":"user","content":"Fix the bug"})", "," + tools).snapshots.size(), 2u);
+  EXPECT_EQ(render(R"({"role":"user","content":"Fix the bug"})", "").snapshots.size(), 1u);
+}
 
 TEST(KimiLinearTemplate, K2StyleTurns) {
   const Conversation r = parse_chat(R"({"messages":[

@@ -76,9 +76,10 @@ TEST(Budget, DefaultContextIsTheLargestThatKeepsTheCache) {
   EXPECT_GT(ctx, 4096);
   EXPECT_EQ(ctx % 1024, 0);
   EXPECT_EQ(plan_budget(plan_memory(m, ctx), std::nullopt, usable).working_sets, working_sets);
-  if (ctx < most)
+  if (ctx < most) {
     EXPECT_LT(plan_budget(plan_memory(m, ctx + 1024), std::nullopt, usable).working_sets,
               working_sets);
+  }
   EXPECT_EQ(default_context(m, std::nullopt, uint64_t{1} << 50), most);  // RAM to spare
 
   // An explicit budget: at least one working set stays cached.

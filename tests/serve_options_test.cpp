@@ -40,6 +40,7 @@ TEST(ServeOptions, Defaults) {
   EXPECT_EQ(o.queue, 16u);
   EXPECT_TRUE(o.thinking);
   EXPECT_EQ(o.effort, "max");
+  EXPECT_FALSE(o.seed);  // a random seed per request
 }
 
 TEST(ServeOptions, EngineOptionsFromTheCommandLine) {
@@ -90,6 +91,8 @@ TEST(ServeOptions, RefusalsNameTheOptionAndTheSource) {
   EXPECT_NE(refusal({"--policy", "fifo"}).find("--policy"), std::string::npos);
   EXPECT_NE(refusal({"--io-backend", "aio"}).find("'aio' is not uring or threads"),
             std::string::npos);
+  EXPECT_EQ(*load({"--seed", "7"}).seed, 7u);
+  EXPECT_NE(refusal({"--seed", "-1"}).find("command line (--seed)"), std::string::npos);
   EXPECT_NE(refusal({"--bogus", "1"}).find("unknown option --bogus"), std::string::npos);
   EXPECT_NE(refusal({"a.waste", "b.waste"}).find("more than one MODEL"), std::string::npos);
   test::TempDir d;

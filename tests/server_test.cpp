@@ -322,6 +322,28 @@ TEST_F(ServerTest, ChatLogprobsSpellTheContent) {
   }
 }
 
+// --seed is the seed of every request that gives none, on both endpoints, as with llama-server:
+// the same sampled request gets the same reply, and a request's own seed still wins.
+TEST_F(ServerTest, TheServersSeedIsTheDefaultForRequestsWithoutOne) {
+  auto d = start({kl(), "--seed", "40"});
+  auto reply = [&](const std::string& path, const std::string& extra) {
+    bool chat = path == "/v1/chat/completions";
+    std::string body = (chat ? R"({"messages":[{"role":"user","content":"hello world"}])"
+                             : R"({"prompt":"hello world")") +
+                       std::string(R"(,"max_tokens":12,"temperature":1.0)") + extra + "}";
+    HttpResponse r = http_request(d->port(), "POST", path, body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    auto c = parse(r.body)["choices"].at(0);
+    return std::string(chat ? str(c["message"]["content"]) : str(c["text"]));
+  };
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    std::string first = reply(path, "");
+    EXPECT_EQ(reply(path, ""), first) << path;
+    EXPECT_EQ(reply(path, R"(,"seed":40)"), first) << path;
+    EXPECT_NE(reply(path, R"(,"seed":41)"), first) << path;
+  }
+}
+
 // n replies: reply i is the single reply with seed + i; the prompt counts once; a json_object
 // constraint holds every reply (each starts from a fresh copy of it).
 TEST_F(ServerTest, SeveralChoicesMatchSingleSeededRequests) {
@@ -421,6 +443,31 @@ TEST_F(ServerTest, SecondTurnReusesThePrefixAndMatchesAColdRun) {
   EXPECT_EQ(str(jc["choices"].at(0)["message"]["content"]),
             str(j2["choices"].at(0)["message"]["content"]));
   (void)reply;
+}
+
+// An agent's retry edits its one user message: the system prompt and the tools before it come
+// from the snapshot taken at the preamble, with a cold run's reply.
+TEST_F(ServerTest, AnEditedUserMessageReusesTheSystemPromptAndTools) {
+  auto ask = [this](Daemon& d, const std::string& user) {
+    std::string body =
+        R"({"messages":[{"role":"system","content":"You are a coding agent. Be brief."},)"
+        R"({"role":"user","content":")" +
+        user +
+        R"("}],"tools":[{"type":"function","function":{"name":"read_file","parameters":)"
+        R"({"type":"object","properties":{"path":{"type":"string"}}}}}],)"
+        R"("max_tokens":8,"temperature":0})";
+    HttpResponse r = http_request(d.port(), "POST", "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    auto j = parse(r.body);
+    return std::make_pair(int64_t(j["usage"]["prompt_tokens_details"]["cached_tokens"]),
+                          std::string(str(j["choices"].at(0)["message"]["content"])));
+  };
+  auto warm = start({k3(), "--thinking", "false"});
+  EXPECT_EQ(ask(*warm, "Fix the failing test").first, 0);
+  auto [cached, reply] = ask(*warm, "Fix the failing test, then run it");
+  EXPECT_GT(cached, 20);  // the system prompt and the tool's declaration
+  auto cold = start({k3(), "--thinking", "false"});
+  EXPECT_EQ(ask(*cold, "Fix the failing test, then run it"), std::make_pair(int64_t{0}, reply));
 }
 
 // The prompt cache's disk tier across restarts (server/prompt_cache/): with the memory tier too

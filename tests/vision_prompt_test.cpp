@@ -51,7 +51,7 @@ class VisionPromptTest : public ::testing::Test {
 
   struct Prompt {
     std::vector<int32_t> ids;
-    size_t boundary = 0;
+    std::vector<size_t> snapshots;
     std::unique_ptr<PromptImages> images;
   };
 
@@ -77,14 +77,14 @@ class VisionPromptTest : public ::testing::Test {
     Prompt p;
     p.images = std::make_unique<PromptImages>(enc, std::move(list));
     RenderedPrompt rp = format_->render(r, p.images->media_prompts());
-    p.images->place(rp.ids, rp.boundary, (int32_t)enc.config().placeholder_id);
+    p.images->place(rp.ids, rp.snapshots, (int32_t)enc.config().placeholder_id);
     p.ids = std::move(rp.ids);
-    p.boundary = rp.boundary;
+    p.snapshots = rp.snapshots;
     return p;
   }
 
-  // What the server's prefill does: restore the longest cached prefix, snapshot at the
-  // boundary, feed the rest in `step`-sized calls. Returns the last position's logits.
+  // What the server's prefill does: restore the longest cached prefix, snapshot at each
+  // point, feed the rest in `step`-sized calls. Returns the last position's logits.
   static std::vector<float> prefill(Model& m, Prompt& p, PrefixCache* cache, int64_t* cached,
                                     size_t step = 64) {
     Session s = m.new_session(1024);
@@ -102,8 +102,9 @@ class VisionPromptTest : public ::testing::Test {
         at += n;
       }
     };
-    if (cache && p.boundary > at && p.boundary < p.ids.size()) {
-      feed(p.boundary, nullptr);
+    for (size_t point : p.snapshots) {
+      if (!cache || point <= at || point >= p.ids.size()) continue;
+      feed(point, nullptr);
       cache->put(s, p.images->keys());
     }
     feed(p.ids.size(), logits.data());
@@ -143,7 +144,8 @@ TEST_F(VisionPromptTest, MediaBlockIsWidenedToTheImagePositions) {
   std::vector<int> between(b + 1, p.ids.begin() + (ptrdiff_t)im.offset - 1);
   EXPECT_EQ(tok_->decode(between), "image 100x60");
   // The boundary moved past the widened block and keys mark exactly the image positions.
-  EXPECT_GT(p.boundary, im.offset + 12);
+  ASSERT_FALSE(p.snapshots.empty());
+  EXPECT_GT(p.snapshots.back(), im.offset + 12);
   ASSERT_EQ(p.images->keys().size(), p.ids.size());
   for (size_t i = 0; i < p.ids.size(); i++) {
     bool image = i >= im.offset && i < im.offset + 12;
@@ -162,9 +164,15 @@ TEST_F(VisionPromptTest, UserTextCannotForgeOrConsumeImageSlots) {
   EXPECT_EQ(std::count(p.ids.begin(), p.ids.end(), pad), p.images->images()[0].pixels->tokens);
   // A prompt with more slots than images is refused.
   std::vector<int32_t> ids = {1, pad, 2, pad};
-  size_t boundary = 0;
+  std::vector<size_t> points;
   PromptImages one(enc, {prepare_image(bytes_of(test::png_rgb(30, 30, 2)), enc, {}, "t")});
-  EXPECT_THROW(one.place(ids, boundary, pad), UsageError);
+  EXPECT_THROW(one.place(ids, points, pad), UsageError);
+  // A point after the image moves past its positions; one before it stays.
+  std::vector<int32_t> two = {1, pad, 2, 3};
+  std::vector<size_t> around = {1, 3};
+  one.place(two, around, pad);
+  const size_t tokens = (size_t)one.images()[0].pixels->tokens;
+  EXPECT_EQ(around, (std::vector<size_t>{1, 3 + tokens - 1}));
 }
 
 // The Done-when check: the same logits whether the image is prefilled now or restored from a

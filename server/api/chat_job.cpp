@@ -65,7 +65,7 @@ RenderedPrompt render(const ServingModel& m, const ServeOptions& o, const Conver
   try {
     if (!images) return m.format.render(c);
     RenderedPrompt p = m.format.render(c, images->media_prompts());
-    images->place(p.ids, p.boundary, (int32_t)m.vision->config().placeholder_id);
+    images->place(p.ids, p.snapshots, (int32_t)m.vision->config().placeholder_id);
     check_image_room(images->images(), m.host.ctx());
     return p;
   } catch (const UsageError& e) {
@@ -116,7 +116,7 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
   in.images = prompt_images(m, opt, c);
   RenderedPrompt rp = render(m, opt, c, in.images.get());
   in.prompt = std::move(rp.ids);
-  in.boundary = rp.boundary;
+  in.snapshots = rp.snapshots;
   try {
     in.forced = m.format.forced_tool_call(c, rp.thinking);
   } catch (const UsageError& e) {
@@ -127,7 +127,7 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
   in.stop = p.stop;
   in.sampler = p.sampler;
   // One seed for the sampler and the call ids the parser draws, reported alike.
-  if (!in.sampler.seed) in.sampler.seed = random_seed();
+  if (!in.sampler.seed) in.sampler.seed = opt.seed ? *opt.seed : random_seed();
   in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "messages");
   for (int i = 0; i < p.n; i++)
     job.parsers.push_back(m.format.parser(rp.thinking, *in.sampler.seed + i));
@@ -143,6 +143,7 @@ Job completion_job(const ServingModel& m, const ServeOptions& opt, std::vector<i
   in.end_ids = m.format.end_ids();
   in.stop = p.stop;
   in.sampler = p.sampler;
+  if (!in.sampler.seed) in.sampler.seed = opt.seed;
   in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "prompt");
   // A completion shows what the model wrote, special tokens included, up to an end token.
   for (int i = 0; i < p.n; i++)

@@ -57,7 +57,7 @@ DecodeInput render(const ChatFormat& format, ChatState& st, bool* thinking) {
   } else {
     in.images = std::make_shared<PromptImages>(*st.encoder, std::move(all));
     p = format.render(st.conversation, in.images->media_prompts());
-    in.images->place(p.ids, p.boundary, (int32_t)st.encoder->config().placeholder_id);
+    in.images->place(p.ids, p.snapshots, (int32_t)st.encoder->config().placeholder_id);
   }
   in.prompt = std::move(p.ids);
   in.end_ids = format.end_ids();

@@ -46,9 +46,9 @@ std::shared_ptr<PromptImages> images_from_args(const ModelHost& m, const Args& a
   for (const std::string& block : images->media_prompts())
     for (int id : m.tokenizer()->encode_markup(block)) ids.push_back(id);
   ids.insert(ids.end(), prompt.begin(), prompt.end());
-  size_t boundary = 0;
+  std::vector<size_t> no_points;
   try {
-    images->place(ids, boundary, (int32_t)enc->config().placeholder_id);
+    images->place(ids, no_points, (int32_t)enc->config().placeholder_id);
   } catch (const UsageError& e) {
     throw UsageFailure{e.what()};
   }

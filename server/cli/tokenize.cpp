@@ -95,8 +95,8 @@ int cmd_render(int argc, char** argv) {
   w.end_array();
   std::vector<int> ids = tokenize_segments(*tok, segments);
   if (images) {
-    size_t boundary = 0;
-    images->place(ids, boundary, (int32_t)enc->config().placeholder_id);
+    std::vector<size_t> no_points;
+    images->place(ids, no_points, (int32_t)enc->config().placeholder_id);
     w.key("images").begin_array();
     for (const PromptImage& im : images->images())
       w.begin_object()

@@ -93,10 +93,11 @@ bool Decoder::prefill(Session& s, const DecodeInput& in, ReplySink& sink, Decode
       s = std::move(*snap);
   r.cached_tokens = s.pos();
   size_t at = (size_t)s.pos();
-  if (in.boundary > at && in.boundary < p.size()) {  // snapshot the last complete message
-    if (!feed(s, in, at, in.boundary, nullptr, sink)) return false;
-    if (cache_) cache_->put(s, keys);
-    at = in.boundary;
+  for (size_t point : in.snapshots) {
+    if (!cache_ || point <= at || point >= p.size()) continue;
+    if (!feed(s, in, at, point, nullptr, sink)) return false;
+    cache_->put(s, keys);
+    at = point;
   }
   if (!feed(s, in, at, p.size(), logits_.data(), sink)) return false;
   r.prefill_seconds = seconds_since(t0);

@@ -33,7 +33,7 @@ namespace waste {
 // What to generate from.
 struct DecodeInput {
   std::vector<int32_t> prompt;
-  size_t boundary = 0;                   // the end of the last complete message (0: none)
+  std::vector<size_t> snapshots;         // prompt positions to snapshot at (RenderedPrompt's)
   std::shared_ptr<PromptImages> images;  // the prompt's images; null for text only
   std::vector<int32_t> forced;           // reply tokens written in the model's place first
   // The reply's required shape after `forced`; null when the reply is free.

@@ -40,7 +40,7 @@ int64_t PromptImages::positions() const {
   return n;
 }
 
-void PromptImages::place(std::vector<int32_t>& ids, size_t& boundary, int32_t pad_id) {
+void PromptImages::place(std::vector<int32_t>& ids, std::vector<size_t>& points, int32_t pad_id) {
   size_t pads = (size_t)std::count(ids.begin(), ids.end(), pad_id);
   if (pads != images_.size())
     fail<UsageError>("the prompt holds {} image slots (<|media_pad|>, id {}) for {} images", pads,
@@ -49,7 +49,8 @@ void PromptImages::place(std::vector<int32_t>& ids, size_t& boundary, int32_t pa
   out.reserve(ids.size() + (size_t)positions());
   keys_.clear();
   keys_.reserve(out.capacity());
-  size_t next = 0, new_boundary = boundary;
+  size_t next = 0;
+  std::vector<size_t> moved = points;
   for (size_t i = 0; i < ids.size(); i++) {
     if (ids[i] != pad_id) {
       out.push_back(ids[i]);
@@ -62,10 +63,11 @@ void PromptImages::place(std::vector<int32_t>& ids, size_t& boundary, int32_t pa
       out.push_back(pad_id);
       keys_.push_back(image_position_key(im.key, j));
     }
-    if (i < boundary) new_boundary += (size_t)im.pixels->tokens - 1;
+    for (size_t k = 0; k < points.size(); k++)
+      if (i < points[k]) moved[k] += (size_t)im.pixels->tokens - 1;
   }
   ids = std::move(out);
-  boundary = new_boundary;
+  points = std::move(moved);
 }
 
 std::vector<EmbeddingOverride> PromptImages::overrides(size_t from, size_t n, ThreadPool& pool) {

@@ -38,9 +38,10 @@ class PromptImages {
   // One k3_image_prompt per image, in order, for ChatFormat::render.
   std::vector<std::string> media_prompts() const;
   // Widens each <|media_pad|> (`pad_id`) of a rendered prompt to its image's positions, moves
-  // `boundary` (a snapshot point) past the added positions and records the position keys. Throws
-  // UsageError when the prompt holds another number of pads than there are images.
-  void place(std::vector<int32_t>& ids, size_t& boundary, int32_t pad_id);
+  // each of `points` (snapshot points) past the positions added before it and records the
+  // position keys. Throws UsageError when the prompt holds another number of pads than there are
+  // images.
+  void place(std::vector<int32_t>& ids, std::vector<size_t>& points, int32_t pad_id);
 
   // Per prompt position (after place): the token id, or for an image position a key with the
   // top bit set (never an id) from the image's hash and the position inside the image.

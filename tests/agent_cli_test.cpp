@@ -1,0 +1,64 @@
+// Coding agents' own programs against the daemon, offline, as a user would run them: the Codex
+// CLI (npm @openai/codex, installed by scripts/bootstrap) through a custom model provider on the
+// Responses API. Labelled slow: Codex's first turn is some 24K prompt tokens, so the sanitizer
+// build leaves it out.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "engine/synth/synth.h"
+#include "tests/http_client.h"
+#include "tests/test_util.h"
+
+namespace waste {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A one-turn `codex exec` completes: the provider's key is sent as a bearer token, the turn is
+// one Responses request with Codex's own instructions, tools and --output-schema, and the final
+// message Codex prints is the schema's value. The daemon's seed makes the run repeatable; on
+// random weights a reply that calls one of Codex's tools instead is served the same way (Codex
+// runs it and asks again), so the test checks what the user sees, not which path the noise took.
+TEST(AgentCli, CodexExecCompletesOneTurnThroughTheResponsesApi) {
+  const fs::path codex = test::source_dir() / "tests/e2e/node_modules/.bin/codex";
+  ASSERT_TRUE(fs::exists(codex)) << codex << " is missing: run scripts/bootstrap";
+  test::TempDir dir;
+  write_synthetic(dir / "k3.waste", {Arch::kK3, "tiny", 5});
+  auto d = test::start_daemon({(dir / "k3.waste").string(), "--model-name", "k3", "--api-key",
+                               "test-key", "--thinking", "false", "--seed", "1"});
+  fs::create_directories(dir / "home");
+  fs::create_directories(dir / "work");
+  test::write_file(dir / "home/config.toml",
+                   "model = \"k3\"\n"
+                   "model_provider = \"waste\"\n"
+                   "[model_providers.waste]\n"
+                   "name = \"waste\"\n"
+                   "base_url = \"http://127.0.0.1:" +
+                       std::to_string(d->port()) +
+                       "/v1\"\n"
+                       "wire_api = \"responses\"\n"
+                       "env_key = \"WASTE_TEST_KEY\"\n");
+  test::write_file(dir / "schema.json",
+                   R"({"type":"object","properties":{"answer":{"type":"string","enum":["hi"]}},)"
+                   R"("required":["answer"],"additionalProperties":false})");
+  const std::string cmd = "cd " + (dir / "work").string() +
+                          " && CODEX_HOME=" + (dir / "home").string() +
+                          " WASTE_TEST_KEY=test-key timeout 900 " + codex.string() +
+                          " exec --skip-git-repo-check -c include_environment_context=false"
+                          " --output-schema " +
+                          (dir / "schema.json").string() + " --output-last-message " +
+                          (dir / "last.txt").string() + " 'Say hi' < /dev/null";
+  std::string out;
+  ASSERT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
+  EXPECT_EQ(test::read_file(dir / "last.txt"), R"({"answer":"hi"})") << out;
+  const std::string log = d->log();
+  EXPECT_NE(log.find("] resp_"), std::string::npos) << log;  // served as Responses requests
+  EXPECT_NE(log.find("finish: end"), std::string::npos) << log;
+  EXPECT_EQ(log.find("finish: length"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace waste
