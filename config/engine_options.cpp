@@ -28,8 +28,10 @@ const std::vector<Option<EngineOptions>>& engine_option_table() {
        [](E& o, const std::string& v) { o.ctx = option_int(v, 1, int64_t{1} << 24); }},
       {{"--threads", "WASTE_THREADS", "threads", "compute threads (default: all cores)"},
        [](E& o, const std::string& v) { o.threads = (int)option_int(v, 0, 1024); }},
-      {{"--chunk", "WASTE_CHUNK", "chunk", "prompt tokens per prefill pass (default 64)"},
-       [](E& o, const std::string& v) { o.chunk = (int)option_int(v, 1, 4096); }},
+      {{"--chunk", "WASTE_CHUNK", "chunk",
+        "prompt tokens per prefill window, each layer's experts read once for all of them "
+        "(default 0: as many as a quarter of the RAM above the floor holds, 64 to 4096)"},
+       [](E& o, const std::string& v) { o.chunk = (int)option_int(v, 0, 4096); }},
       {{"--lookahead", "WASTE_LOOKAHEAD", "lookahead", "experts prefetched per layer (default 6)"},
        [](E& o, const std::string& v) { o.lookahead = (int)option_int(v, 0, 64); }},
       {{"--io-threads", "WASTE_IO_THREADS", "io_threads",

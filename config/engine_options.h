@@ -19,7 +19,7 @@ struct EngineOptions {
   std::optional<uint64_t> budget;  // bytes of RAM; unset: the planner's default
   int64_t ctx = 0;                 // positions a session holds; 0: the RAM plan's default
   int threads = 0;                 // compute threads; 0: one per hardware thread
-  int chunk = 64;                  // prompt tokens per prefill pass
+  int chunk = 0;                   // prompt tokens per prefill window (0: the RAM plan's)
   int lookahead = 6;               // next-layer experts prefetched per layer; 0: none
   int io_threads = 4;              // speculative expert reads in flight; 0: synchronous reads
   IoBackend io_backend = IoBackend::kUring;

@@ -493,6 +493,42 @@ TEST_P(SimdTest, VqRowsMatchScalar) {
         }
 }
 
+// Many tokens at once give each token's own table-path bits, whatever the number of tokens, the
+// strides or the row range; rows outside the range and other tokens' places are left alone.
+TEST_P(IsaTest, VqRowsTokensAreTheTablePathBitForBit) {
+  Rand g(29);
+  for (int stages = 1; stages <= 4; stages++)
+    for (int entries : {16, 256})
+      for (int64_t nv : {1, 5, 40})
+        for (int64_t rows : {1, 7, 65, 150}) {
+          TestVq q = make_vq(stages, entries, rows, nv, g());
+          const int64_t width = nv * kVqDim, x_stride = width + 3, y_stride = rows + 2;
+          const int64_t n = 1 + (int64_t)below(g, 40);
+          std::vector<float> x = random_floats(g, n * x_stride);
+          std::vector<std::pair<int64_t, int64_t>> ranges = {{0, rows}};
+          if (rows > 5) ranges.push_back({3, rows - 1});
+          for (auto [a, b] : ranges) {
+            std::vector<float> y(n * y_stride, kSentinel);
+            k().vq_rows_tokens(q.view_books(), x.data(), n, x_stride, q.view(), y.data(), y_stride,
+                               a, b);
+            for (int64_t t = 0; t < n; t++) {
+              std::vector<float> lut = build_lut(k(), q, x.data() + t * x_stride);
+              std::vector<float> want = run_vq_rows(k(), q, lut, 0, rows);
+              for (int64_t r = 0; r < y_stride; r++) {
+                float got = y[t * y_stride + r];
+                if (r < a || r >= b) {
+                  ASSERT_EQ(got, kSentinel) << vq_shape(q, a, b) << " token " << t << " row " << r;
+                  continue;
+                }
+                ASSERT_TRUE(same_bits(got, want[r]))
+                    << vq_shape(q, a, b) << " n=" << n << " token " << t << " row " << r << ": "
+                    << got << " vs " << want[r];
+              }
+            }
+          }
+        }
+}
+
 // Each of the 65536 f16 patterns as a trunk scale (one code 1 times input 1) and as a VQ row
 // scale (a table of ones): every table must reproduce f16_to_f32 exactly.
 TEST_P(IsaTest, ScaleDecodeIsExactForEveryF16) {

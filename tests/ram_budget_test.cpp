@@ -16,7 +16,15 @@ MemoryPlan plan(uint64_t floor, uint64_t ws) {
   p.floor_bytes = floor;
   p.working_set_bytes = ws;
   p.min_cache_bytes = 100;
+  p.window_token_bytes = 1 << 20;
   return p;
+}
+
+// What a budget holds: the floor (with a 64-token window and the minimum cache), the window's
+// tokens beyond 64, and the cache beyond its minimum.
+uint64_t held(const MemoryPlan& p, const Budget& b) {
+  return p.floor_bytes + (uint64_t)(b.window - kMinWindowTokens) * p.window_token_bytes +
+         b.cache_bytes - p.min_cache_bytes;
 }
 
 constexpr uint64_t G = 1ull << 30;
@@ -27,7 +35,8 @@ TEST(Budget, DefaultIsFloorPlusUpToThreeWorkingSetsUnderSevenEighths) {
   EXPECT_EQ(b.cap, 56 * G);
   EXPECT_EQ(b.working_sets, 1);
   EXPECT_EQ(b.budget, 46 * G);
-  EXPECT_EQ(b.cache_bytes, 17 * G + 100);
+  EXPECT_EQ(b.window, kMaxWindowTokens);  // a quarter of 17 GiB holds more
+  EXPECT_EQ(b.cache_bytes, 17 * G + 100 - (uint64_t)(kMaxWindowTokens - 64) * (1 << 20));
   // Plenty of RAM: capped at three working sets.
   b = plan_budget(plan(1 * G, 1 * G), std::nullopt, 64 * G);
   EXPECT_EQ(b.working_sets, 3);
@@ -37,6 +46,27 @@ TEST(Budget, DefaultIsFloorPlusUpToThreeWorkingSetsUnderSevenEighths) {
   EXPECT_EQ(b.working_sets, 0);
   EXPECT_EQ(b.budget, 50 * G);
   EXPECT_LE(b.budget, b.cap);
+}
+
+// The prefill window takes a quarter of the room above the floor, in steps of 64 tokens, between
+// 64 (at the floor) and kMaxWindowTokens; the cache has the rest, and nothing exceeds the budget.
+TEST(Budget, ThePrefillWindowShrinksWithTheBudget) {
+  const MemoryPlan p = plan(10 * G, G);
+  const uint64_t M = 1 << 20;
+  struct Case {
+    uint64_t above;
+    int64_t window;
+  } cases[] = {{0, 64},        {255 * M, 64}, {256 * M, 128},
+               {400 * M, 128}, {2 * G, 576},  {100 * G, kMaxWindowTokens}};
+  for (const Case& c : cases) {
+    Budget b = plan_budget(p, p.floor_bytes + c.above, 64 * G);
+    EXPECT_EQ(b.window, c.window) << c.above;
+    EXPECT_EQ(held(p, b), b.budget) << c.above;
+    EXPECT_GE(b.cache_bytes, p.min_cache_bytes) << c.above;
+  }
+  // The default budget's room is shared the same way.
+  Budget d = plan_budget(plan(1 * G, 1 * G), std::nullopt, 64 * G);
+  EXPECT_EQ(held(plan(1 * G, 1 * G), d), d.budget);
 }
 
 TEST(Budget, UnderTheFloorIsRefusedWithTheNumbers) {

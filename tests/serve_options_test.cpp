@@ -30,7 +30,7 @@ TEST(ServeOptions, Defaults) {
   EXPECT_EQ(o.port, 8000);
   EXPECT_EQ(o.engine.ctx, 0);  // the RAM plan chooses (ram_budget_test)
   EXPECT_EQ(o.engine.threads, 0);
-  EXPECT_EQ(o.engine.chunk, 64);
+  EXPECT_EQ(o.engine.chunk, 0);  // the RAM plan's window
   EXPECT_EQ(o.engine.lookahead, 6);
   EXPECT_EQ(o.engine.io_threads, 4);
   EXPECT_EQ(o.engine.io_backend, IoBackend::kUring);

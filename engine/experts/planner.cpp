@@ -8,7 +8,8 @@ namespace waste {
 
 namespace {
 
-constexpr int64_t kChunkTokens = 64;
+// Attention and the dense FFNs run over pieces of a window (Model::kPieceTokens).
+constexpr int64_t kPieceTokens = 64;
 
 uint64_t state_bytes(const ModelConfig& c, int64_t ctx) {
   uint64_t kda = (uint64_t)c.n_kda_layers(), mla = (uint64_t)c.n_mla_layers();
@@ -19,12 +20,29 @@ uint64_t state_bytes(const ModelConfig& c, int64_t ctx) {
          blocks * (uint64_t)c.hidden * 4;
 }
 
-// Activation buffers for a chunk of prompt tokens plus the per-token tables and the logits.
+// What each token of a prefill window holds while the window moves through the stack: the
+// residual stream (x, h, a; K3 adds p and the Attention Residuals history), the router's logits
+// and choices, each chosen expert's output until the token's sum ([top_k][width]), the sum and
+// the latent input, and its share of the buffers an expert is applied to all its tokens with
+// (input and output [width], gate and up [moe_inter]).
+uint64_t window_token_bytes(const ModelConfig& c) {
+  const uint64_t hid = (uint64_t)c.hidden, width = (uint64_t)c.expert_in();
+  uint64_t floats = 3 * hid;
+  if (c.attn_res_block > 0)
+    floats += (1 + (uint64_t)((c.n_layers + c.attn_res_block - 1) / c.attn_res_block)) * hid;
+  if (c.n_experts > 0)
+    floats += (uint64_t)c.n_experts + 2 * (uint64_t)c.top_k + (uint64_t)(c.top_k + 4) * width +
+              2 * (uint64_t)c.moe_inter;
+  return floats * 4;
+}
+
+// A 64-token window, the intermediates of one piece, one token's tables (decode) and the logits.
 uint64_t scratch_bytes(const ModelConfig& c, const ExpertQuant& q) {
   int64_t widest = std::max({(int64_t)c.hidden, (int64_t)c.dense_inter, (int64_t)c.shared_inter(),
                              (int64_t)c.kda_channels() * 3,
                              (int64_t)c.n_heads * (c.qk_nope + c.qk_rope + c.v_head)});
-  uint64_t chunk = (uint64_t)kChunkTokens * (uint64_t)(4 * c.hidden + 2 * widest) * 4;
+  uint64_t chunk = (uint64_t)kMinWindowTokens * window_token_bytes(c) +
+                   (uint64_t)kPieceTokens * (uint64_t)(2 * widest) * 4;
   uint64_t luts = 0;
   if (c.n_experts > 0)
     luts = (uint64_t)(c.expert_in() + c.moe_inter) / 8 * (uint64_t)(q.stages * q.entries) * 4 *
@@ -50,6 +68,7 @@ MemoryPlan plan_memory(const Manifest& m, int64_t ctx) {
   for (auto& [layer, b] : m.banks) p.record_bytes = std::max(p.record_bytes, b.stride());
   p.state_bytes = state_bytes(c, ctx);
   p.scratch_bytes = scratch_bytes(c, m.quant);
+  p.window_token_bytes = window_token_bytes(c);
   p.min_cache_bytes = p.record_bytes * (uint64_t)c.top_k * 2;
   p.working_set_bytes = p.record_bytes * (uint64_t)c.top_k * m.banks.size();
   p.floor_bytes = p.trunk_bytes + p.state_bytes + p.scratch_bytes + p.min_cache_bytes;

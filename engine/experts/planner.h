@@ -11,15 +11,20 @@ namespace waste {
 
 struct MemoryPlan {
   int64_t ctx = 0;
-  uint64_t trunk_bytes = 0;        // resident text tensors (a quantized embedding stays on disk)
-  uint64_t vision_bytes = 0;       // tensors outside the prefix, loaded only for images
-  uint64_t state_bytes = 0;        // KDA states, conv tails and MLA latents at ctx, per session
-  uint64_t scratch_bytes = 0;      // activations, tables, logits
-  uint64_t record_bytes = 0;       // one expert record (the largest bank stride)
-  uint64_t min_cache_bytes = 0;    // one layer's experts, double-buffered
-  uint64_t working_set_bytes = 0;  // one token's experts across all MoE layers
+  uint64_t trunk_bytes = 0;         // resident text tensors (a quantized embedding stays on disk)
+  uint64_t vision_bytes = 0;        // tensors outside the prefix, loaded only for images
+  uint64_t state_bytes = 0;         // KDA states, conv tails and MLA latents at ctx, per session
+  uint64_t scratch_bytes = 0;       // activations (a 64-token window), tables, logits
+  uint64_t window_token_bytes = 0;  // what each token of a prefill window holds while it runs
+  uint64_t record_bytes = 0;        // one expert record (the largest bank stride)
+  uint64_t min_cache_bytes = 0;     // one layer's experts, double-buffered
+  uint64_t working_set_bytes = 0;   // one token's experts across all MoE layers
   uint64_t floor_bytes = 0;
 };
+
+// The prefill window at the floor, and the most the planner gives (docs/MODEL.md §10).
+constexpr int64_t kMinWindowTokens = 64;
+constexpr int64_t kMaxWindowTokens = 4096;
 
 MemoryPlan plan_memory(const Manifest& m, int64_t ctx);
 

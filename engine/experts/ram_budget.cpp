@@ -86,9 +86,11 @@ int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, ui
   // Session state is linear in the context; what else the budget holds does not move.
   const uint64_t per_position = plan_memory(m, base + 1).state_bytes - at_base.state_bytes;
   if (per_position == 0) return most;  // only fixed-size (KDA) state
+  // The cache and the prefill window share what is above the floor.
+  const uint64_t above =
+      b.cache_bytes + (uint64_t)(b.window - kMinWindowTokens) * at_base.window_token_bytes;
   const uint64_t keep =
-      requested ? std::min(b.cache_bytes, at_base.min_cache_bytes + at_base.working_set_bytes)
-                : b.cache_bytes;
+      requested ? std::min(above, at_base.min_cache_bytes + at_base.working_set_bytes) : above;
   const uint64_t limit = requested ? *requested : b.cap;
   // Everything but the positions' share of the state, with the cache to keep.
   const uint64_t fixed =
@@ -127,7 +129,12 @@ Budget plan_budget(const MemoryPlan& plan, std::optional<uint64_t> requested, ui
     b.working_sets = (int)std::min<uint64_t>(3, (b.cap - plan.floor_bytes) / ws);
     b.budget = plan.floor_bytes + (uint64_t)b.working_sets * plan.working_set_bytes;
   }
-  b.cache_bytes = b.budget - plan.floor_bytes + plan.min_cache_bytes;
+  const uint64_t spare = b.budget - plan.floor_bytes;
+  const uint64_t per = std::max<uint64_t>(plan.window_token_bytes, 1);
+  const uint64_t more = std::min<uint64_t>(spare / 4 / per / kMinWindowTokens * kMinWindowTokens,
+                                           kMaxWindowTokens - kMinWindowTokens);
+  b.window = kMinWindowTokens + (int64_t)more;
+  b.cache_bytes = b.budget - plan.floor_bytes - more * per + plan.min_cache_bytes;
   return b;
 }
 

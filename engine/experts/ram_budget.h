@@ -26,12 +26,15 @@ struct Budget {
   uint64_t cache_bytes = 0;  // of which the expert cache
   uint64_t cap = 0;          // 7/8 of usable memory
   int working_sets = 0;      // cached token working sets beyond the floor (default rule)
+  int64_t window = 0;        // prompt tokens per prefill window (the floor holds 64)
   bool explicit_budget = false;
 };
 
 // With `requested`, that budget (refused with the numbers if under the floor). Without, the
 // largest floor + k * working set (k <= 3) under 7/8 of usable memory, stepping down one working
-// set at a time; refused with the numbers if even the floor does not fit.
+// set at a time; refused with the numbers if even the floor does not fit. The prefill window
+// takes up to a quarter of the RAM above the floor (in steps of 64 tokens, at most
+// kMaxWindowTokens); the expert cache has the rest.
 Budget plan_budget(const MemoryPlan& plan, std::optional<uint64_t> requested, uint64_t usable);
 
 // The context a session holds when the user names none: the largest multiple of 1024 positions,

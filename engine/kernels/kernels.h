@@ -72,6 +72,14 @@ struct Kernels {
   // r0 is a multiple of 64. Stage sum left to right, positions in ascending order.
   void (*vq_rows)(const float* lut, int stages, int entries, const VqMatrix& m, float* y,
                   int64_t r0, int64_t r1);
+
+  // vq_lut then vq_rows for n tokens at once, without the tables: for t < n,
+  // y[t*y_stride + r] is what vq_lut on x + t*x_stride and vq_rows give, bit for bit with the
+  // same Isa, for r in [r0, r1) (any r0). Each output's operations are that token's alone, in
+  // the same order, so a result never depends on n or on which tokens share the call: an
+  // expert applied to a whole prefill window gives decode's bits.
+  void (*vq_rows_tokens)(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                         const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1);
 };
 
 // The table for `isa`; throws UsageError when this CPU cannot run it (instead of SIGILL later).

@@ -498,12 +498,87 @@ void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float
   }
 }
 
+// --- VQ rows for many tokens: one token per lane, so every lane repeats vq_lut's and vq_rows'
+// operations for its own token. kRowTile rows share each load of the tokens' inputs.
+
+// Rows [r, r + R) for the kLanes tokens of `xt` ([position][lane]); `lanes` of them are real.
+template <int S, int R>
+void token_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_t r, float* y,
+                int64_t y_stride, int64_t lanes) {
+  const int64_t e = books.entries;
+  __m512 acc[R];
+  const uint8_t* run[R];
+  for (int i = 0; i < R; i++) {
+    acc[i] = _mm512_setzero_ps();
+    run[i] = m.idx + ((r + i) / kVqRowBlock) * m.nv * kVqRowBlock * S + ((r + i) % kVqRowBlock) * S;
+  }
+  for (int64_t v = 0; v < m.nv; v++) {
+    __m512 xd[kVqDim];
+    for (int d = 0; d < kVqDim; d++) xd[d] = _mm512_load_ps(xt + (v * kVqDim + d) * kLanes);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      const uint8_t* idx = run[i] + v * kVqRowBlock * S;
+      __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 4
+      for (int s = 0; s < S; s++) {
+        const float* b = books.stage[s] + idx[s];
+        __m512 dot = _mm512_mul_ps(xd[0], _mm512_set1_ps(b[0]));
+#pragma GCC unroll 8
+        for (int d = 1; d < kVqDim; d++)
+          dot = _mm512_fmadd_ps(xd[d], _mm512_set1_ps(b[d * e]), dot);
+        sum = s == 0 ? dot : _mm512_add_ps(sum, dot);
+      }
+      acc[i] = _mm512_add_ps(acc[i], sum);
+    }
+  }
+  for (int i = 0; i < R; i++) {
+    alignas(64) float out[kLanes];
+    _mm512_store_ps(out, _mm512_mul_ps(_mm512_set1_ps(f16_scalar(m.scales[r + i])), acc[i]));
+    for (int64_t l = 0; l < lanes; l++) y[l * y_stride + r + i] = out[l];
+  }
+}
+
+template <int S>
+void vq_rows_tokens_s(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                      const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  const int64_t width = m.nv * kVqDim;
+  Scratch scratch(width * kLanes);
+  float* xt = scratch.get();
+  for (int64_t t0 = 0; t0 < n; t0 += kLanes) {
+    const int64_t lanes = min64(kLanes, n - t0);
+    for (int64_t c = 0; c < width; c++)
+      for (int64_t l = 0; l < kLanes; l++)
+        xt[c * kLanes + l] = l < lanes ? x[(t0 + l) * x_stride + c] : 0.0f;
+    float* yt = y + t0 * y_stride;
+    int64_t r = r0;
+    for (; r + kRowTile <= r1; r += kRowTile)
+      token_rows<S, kRowTile>(books, xt, m, r, yt, y_stride, lanes);
+    for (; r < r1; r++) token_rows<S, 1>(books, xt, m, r, yt, y_stride, lanes);
+  }
+}
+
+void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                    const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  switch (books.stages) {
+    case 1:
+      return vq_rows_tokens_s<1>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+    case 2:
+      return vq_rows_tokens_s<2>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+    case 3:
+      return vq_rows_tokens_s<3>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+    case 4:
+      return vq_rows_tokens_s<4>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+    default:
+      return detail::scalar_kernels().vq_rows_tokens(books, x, n, x_stride, m, y, y_stride, r0, r1);
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 const Kernels& avx512_kernels() {
-  static constexpr Kernels k{Isa::kAvx512, matvec, matmul, vq_lut, vq_rows};
+  static constexpr Kernels k{Isa::kAvx512, matvec, matmul, vq_lut, vq_rows, vq_rows_tokens};
   return k;
 }
 

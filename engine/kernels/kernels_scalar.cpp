@@ -118,12 +118,39 @@ void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float
     y[r] = f16_to_f32(m.scales[r]) * vq_row(lut, stages, entries, m, r);
 }
 
+// vq_lut's entry and vq_row's sums, computed per token from the codebooks in their order.
+void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                    const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  const int stages = books.stages;
+  const int64_t e = books.entries;
+  for (int64_t t = 0; t < n; t++) {
+    const float* xt = x + t * x_stride;
+    for (int64_t r = r0; r < r1; r++) {
+      const uint8_t* run = m.idx + (r / kVqRowBlock) * m.nv * kVqRowBlock * stages;
+      run += (r % kVqRowBlock) * stages;
+      float acc = 0.0f;
+      for (int64_t v = 0; v < m.nv; v++) {
+        const uint8_t* i = run + v * kVqRowBlock * stages;
+        float sum = 0.0f;
+        for (int s = 0; s < stages; s++) {
+          const float* b = books.stage[s] + i[s];
+          float dot = 0.0f;
+          for (int d = 0; d < kVqDim; d++) dot += xt[v * kVqDim + d] * b[d * e];
+          sum = s == 0 ? dot : sum + dot;
+        }
+        acc += sum;
+      }
+      y[t * y_stride + r] = f16_to_f32(m.scales[r]) * acc;
+    }
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 const Kernels& scalar_kernels() {
-  static constexpr Kernels k{Isa::kScalar, matvec, matmul, vq_lut, vq_rows};
+  static constexpr Kernels k{Isa::kScalar, matvec, matmul, vq_lut, vq_rows, vq_rows_tokens};
   return k;
 }
 

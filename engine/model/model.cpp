@@ -1,6 +1,7 @@
 // The layer stack (docs/MODEL.md §3): embedding, attention and FFN per layer with plain residuals
-// (Kimi-Linear) or Attention Residuals (K3), final norm and LM head. A chunk of tokens moves
-// through the stack layer by layer; every per-token computation is the same as for one token.
+// (Kimi-Linear) or Attention Residuals (K3), final norm and LM head. A chunk of tokens (a prefill
+// window) moves through the stack layer by layer, so each layer's experts are read once for all
+// of it; every per-token computation is the same as for one token.
 #include "engine/model/model.h"
 
 #include <algorithm>
@@ -109,25 +110,31 @@ void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits,
   }
 }
 
-void Model::attention(int layer, Session& s, Chunk& ch, const float* h, float* out) {
-  if (w_.layers[layer].kda)
-    kda(layer, s, ch.T, h, out);
-  else
-    mla(layer, s, ch.T, h, out);
+void Model::attention(int layer, Session& s, int64_t T, const float* h, float* out) {
+  // Attention reads no experts, so it gains nothing from a long window: pieces bound its
+  // intermediates whatever the window.
+  const int64_t hid = config().hidden;
+  for (int64_t at = 0; at < T; at += kPieceTokens) {
+    const int64_t n = std::min(kPieceTokens, T - at);
+    if (w_.layers[layer].kda)
+      kda(layer, s, n, h + at * hid, out + at * hid);
+    else
+      mla(layer, s, n, h + at * hid, out + at * hid);
+  }
 }
 
-void Model::ffn(int layer, Chunk& ch, const float* u, float* out) {
+void Model::ffn(int layer, int64_t T, const float* u, float* out) {
   if (w_.layers[layer].moe) {
-    moe(layer, ch.T, u, out);
+    moe(layer, T, u, out);
     return;
   }
   // A dense layer before the first MoE layer still predicts it: otherwise every token would
   // start that layer with all of its experts to read.
-  if (ch.T == 1) {
+  if (T == 1) {
     std::vector<int> next = predict_next(layer, u);
     if (!next.empty()) store_->prefetch(layer + 1, next);
   }
-  dense_ffn(w_.layers[layer].dense, ch.T, u, out);
+  dense_ffn(w_.layers[layer].dense, T, u, out);
 }
 
 void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,
@@ -164,7 +171,7 @@ void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits
       }
     }
     each([&](int64_t o) { rmsnorm(&ch.x[o], w.input_norm, hid, c.rms_eps, &ch.h[o]); });
-    attention(l, s, ch, ch.h.data(), ch.a.data());
+    attention(l, s, T, ch.h.data(), ch.a.data());
     if (ar) {
       if (ch.p_empty)
         ch.p = ch.a;
@@ -176,7 +183,7 @@ void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits
       for (int64_t i = 0; i < T * hid; i++) ch.x[i] += ch.a[i];
     }
     each([&](int64_t o) { rmsnorm(&ch.x[o], w.post_norm, hid, c.rms_eps, &ch.h[o]); });
-    ffn(l, ch, ch.h.data(), ch.a.data());
+    ffn(l, T, ch.h.data(), ch.a.data());
     float* target = ar ? ch.p.data() : ch.x.data();
     for (int64_t i = 0; i < T * hid; i++) target[i] += ch.a[i];
     if (ar) ch.x = ch.p;

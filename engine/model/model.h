@@ -70,12 +70,14 @@ class Model {
 
  private:
   struct Chunk;
+  // Tokens per pass of the parts that read no experts (attention, dense FFNs) within a window.
+  static constexpr int64_t kPieceTokens = 64;
   void check_input(const Session& s, std::span<const int32_t> tokens,
                    std::span<const EmbeddingOverride> embeds) const;
   void run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,
                  std::span<const EmbeddingOverride> embeds);
-  void attention(int layer, Session& s, Chunk& ch, const float* h, float* out);
-  void ffn(int layer, Chunk& ch, const float* u, float* out);
+  void attention(int layer, Session& s, int64_t T, const float* h, float* out);
+  void ffn(int layer, int64_t T, const float* u, float* out);
   void kda(int layer, Session& s, int64_t T, const float* u, float* out);
   void mla(int layer, Session& s, int64_t T, const float* u, float* out);
   void dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out);

@@ -1,6 +1,9 @@
 // The routed MoE block (docs/MODEL.md §6) and the dense FFN. A chunk routes every token first,
 // then reads each distinct expert once and applies it to every token that chose it; per-token
 // sums run in selection order, so a chunk computes exactly what token-by-token decode does.
+// Decode builds each token's lookup tables once per layer and shares them across its experts;
+// a long chunk instead applies each expert to all of its tokens at once (vq_rows_tokens), which
+// gives the same bits without a table per token.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -11,6 +14,9 @@
 namespace waste {
 
 namespace {
+
+// Chunks at least this long skip the per-token tables (vq_rows_tokens' lanes fill up).
+constexpr int64_t kBatchedTokens = 16;
 
 struct Route {
   std::vector<int> ids;        // selection order
@@ -46,13 +52,18 @@ Route route(const ModelConfig& c, const float* logits, const float* bias) {
 
 }  // namespace
 
+// In pieces: a dense FFN reads no experts, so a long window gains nothing here, and pieces bound
+// the intermediates whatever the window.
 void Model::dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out) {
-  const int64_t inter = w.gate.rows;
-  std::vector<float> g(T * inter), up(T * inter);
-  cp_.linear(w.gate, u, T, g.data());
-  cp_.linear(w.up, u, T, up.data());
-  for (size_t i = 0; i < g.size(); i++) g[i] = act_(g[i], up[i]);
-  cp_.linear(w.down, g.data(), T, out);
+  const int64_t inter = w.gate.rows, in = w.gate.cols, hid = w.down.rows;
+  std::vector<float> g(std::min(T, kPieceTokens) * inter), up(g.size());
+  for (int64_t at = 0; at < T; at += kPieceTokens) {
+    const int64_t n = std::min(kPieceTokens, T - at);
+    cp_.linear(w.gate, u + at * in, n, g.data());
+    cp_.linear(w.up, u + at * in, n, up.data());
+    for (int64_t i = 0; i < n * inter; i++) g[i] = act_(g[i], up[i]);
+    cp_.linear(w.down, g.data(), n, out + at * hid);
+  }
 }
 
 void Model::moe(int layer, int64_t T, const float* u, float* out) {
@@ -86,7 +97,8 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   std::vector<float> xi_buf;
   const float* xi = u;
   const int64_t nv = width / kVqDim;
-  std::vector<float> lut_gate(T * nv * book), lut_up(T * nv * book), shared;
+  const bool batched = T >= kBatchedTokens;
+  std::vector<float> lut_gate(batched ? 0 : T * nv * book), lut_up(lut_gate.size()), shared;
   VqBooks gate_books = c_.books(base, 0), up_books = c_.books(base, 1);
   VqBooks down_books = c_.books(base, 2);
   auto expert_free_work = [&] {
@@ -96,7 +108,7 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
       xi = xi_buf.data();
     }
     // Gate and up tables per token: the codebooks are per layer, so every expert shares them.
-    for (int64_t t = 0; t < T; t++) {
+    for (int64_t t = 0; t < T && !batched; t++) {
       pool_->parallel_for(nv, 8, [&](int64_t b, int64_t e) {
         cp_.k->vq_lut(gate_books, xi + t * width + b * kVqDim, e - b,
                       &lut_gate[(t * nv + b) * book]);
@@ -112,9 +124,37 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   std::vector<float> y(T * K * width);  // per token and slot
   const int64_t nv_down = inter / kVqDim;
   std::vector<float> g(inter), up(inter), lut_down(nv_down * book);
+  // The batched path's buffers: the tokens routed to one expert, [n][width] in and out and
+  // [n][inter] between.
+  std::vector<int64_t> slots;  // t * K + j of each of them
+  std::vector<float> xs, gs, us, ys;
+  auto apply_to_all = [&](int expert, const ExpertView& ev) {
+    slots.clear();
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t j = 0; j < K; j++)
+        if (routes[t].ids[j] == expert) slots.push_back(t * K + j);
+    const int64_t n = (int64_t)slots.size();
+    xs.resize(n * width);
+    gs.resize(n * inter);
+    us.resize(n * inter);
+    ys.resize(n * width);
+    for (int64_t k = 0; k < n; k++) std::copy_n(xi + slots[k] / K * width, width, &xs[k * width]);
+    pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
+      cp_.k->vq_rows_tokens(gate_books, xs.data(), n, width, ev.gate, gs.data(), inter, b, e);
+      cp_.k->vq_rows_tokens(up_books, xs.data(), n, width, ev.up, us.data(), inter, b, e);
+      for (int64_t k = 0; k < n; k++)
+        for (int64_t x = b; x < e; x++)
+          gs[k * inter + x] = act_(gs[k * inter + x], us[k * inter + x]);
+    });
+    pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
+      cp_.k->vq_rows_tokens(down_books, gs.data(), n, inter, ev.down, ys.data(), width, b, e);
+    });
+    for (int64_t k = 0; k < n; k++) std::copy_n(&ys[k * width], width, &y[slots[k] * width]);
+  };
   store_->fetch(
       layer, distinct,
       [&](size_t i, const ExpertView& ev) {
+        if (batched) return apply_to_all(distinct[i], ev);
         for (int64_t t = 0; t < T; t++) {
           const Route& r = routes[t];
           for (int64_t j = 0; j < K; j++) {

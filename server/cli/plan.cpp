@@ -33,6 +33,7 @@ int cmd_plan(int argc, char** argv) {
     w.key("cap_bytes").value(b.cap).key("budget_bytes").value(b.budget);
     w.key("budget_explicit").value(b.explicit_budget).key("working_sets").value(b.working_sets);
     w.key("cache_bytes").value(b.cache_bytes).key("cache_slots").value(slots);
+    w.key("window_tokens").value(b.window).key("window_token_bytes").value(p.window_token_bytes);
     fmt::print("{}\n", w.end_object().str());
     return 0;
   }
@@ -52,6 +53,8 @@ int cmd_plan(int argc, char** argv) {
   else
     fmt::print("  budget           {} (floor + {} working sets)\n", human_bytes(b.budget),
                b.working_sets);
+  fmt::print("  prefill window   {} tokens ({} per token; the floor holds {})\n", b.window,
+             human_bytes(p.window_token_bytes), kMinWindowTokens);
   fmt::print("  expert cache     {} = {} records\n", human_bytes(b.cache_bytes), slots);
   return 0;
 }

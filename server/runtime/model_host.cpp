@@ -25,15 +25,15 @@ std::string ensure_demo() {
   return path.string();
 }
 
-ModelOptions model_options(const EngineOptions& o, uint64_t cache_bytes) {
+ModelOptions model_options(const EngineOptions& o, const Budget& b) {
   ModelOptions mo;
   mo.threads = o.threads;
-  mo.chunk = o.chunk;
+  mo.chunk = o.chunk > 0 ? o.chunk : (int)b.window;
   mo.lookahead = o.lookahead;
   mo.store.io_threads = o.io_threads;
   mo.store.backend = o.io_backend;
   mo.store.policy = o.policy;
-  mo.store.cache_bytes = cache_bytes;
+  mo.store.cache_bytes = b.cache_bytes;
   return mo;
 }
 
@@ -62,7 +62,7 @@ ModelHost::ModelHost(const std::string& path, const EngineOptions& options)
   }
   oo.load_trunk = true;
   container_ = Container::open(path_, oo);
-  model_ = std::make_unique<Model>(*container_, model_options(opt_, budget_.cache_bytes));
+  model_ = std::make_unique<Model>(*container_, model_options(opt_, budget_));
   if (auto tp = container_->tokenizer_path())
     tokenizer_ = std::make_unique<Tokenizer>(*tp, container_->specials());
 }
