@@ -14,16 +14,30 @@ struct MlaDims {
   int64_t heads, nope, rope, v, kv_lora, latent;  // latent = kv_lora + rope
 };
 
-// One head at position t: absorbed query, scores over the cache, softmax, value projection.
-void mla_head(const MlaDims& d, const Matrix& kv_b, const Kernels& k, const float* q,
-              const float* cache, int64_t n_pos, int64_t h, float* kb_row, float* vb_out,
+// q~ = W_kb(h)^T q_nope for T tokens ([T][heads][nope + rope] in, [T][kv_lora] out): each row
+// of W_kb is dequantized once for all of them; every token's sums run over i ascending, as one
+// token's would.
+void absorbed_queries(const MlaDims& d, const Matrix& kv_b, const float* q, int64_t T, int64_t h,
+                      float* kb_row, float* qt) {
+  const int64_t rows_per_head = d.nope + d.v, qd = d.nope + d.rope;
+  std::fill(qt, qt + T * d.kv_lora, 0.0f);
+  for (int64_t i = 0; i < d.nope; i++) {
+    dequantize_row(kv_b, h * rows_per_head + i, kb_row);
+    for (int64_t t = 0; t < T; t++) {
+      const float qi = q[(t * d.heads + h) * qd + i];
+      float* row = qt + t * d.kv_lora;
+      for (int64_t j = 0; j < d.kv_lora; j++) row[j] += qi * kb_row[j];
+    }
+  }
+}
+
+// One head at one position, its absorbed query `qt` given: scores over the cache's first
+// `n_pos` positions, softmax, value projection.
+void mla_head(const MlaDims& d, const Matrix& kv_b, const Kernels& k, const float* qt,
+              const float* q, const float* cache, int64_t n_pos, int64_t h, float* vb_out,
               float* o) {
   const int64_t rows_per_head = d.nope + d.v;
-  std::vector<float> qt(d.kv_lora, 0.0f), scores(n_pos), ctx(d.kv_lora, 0.0f);
-  for (int64_t i = 0; i < d.nope; i++) {  // q~ = W_kb(h)^T q_nope
-    dequantize_row(kv_b, h * rows_per_head + i, kb_row);
-    for (int64_t j = 0; j < d.kv_lora; j++) qt[j] += q[i] * kb_row[j];
-  }
+  std::vector<float> scores(n_pos), ctx(d.kv_lora, 0.0f);
   const float* q_rope = q + d.nope;
   float scale = 1.0f / std::sqrt((float)(d.nope + d.rope));
   float best = -INFINITY;
@@ -65,19 +79,25 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
     cp_.linear(w.q, u, T, q.data());
   }
   cp_.linear(w.kv_a, u, T, ckv.data());
+  // Every position of the chunk joins the cache first; token t still attends to the positions
+  // up to its own.
   std::vector<float>& cache = s.mla[layer].latents;
+  const int64_t before = (int64_t)cache.size() / d.latent;
   for (int64_t t = 0; t < T; t++) {
     float* ct = ckv.data() + t * d.latent;
     rmsnorm(ct, w.kv_a_norm, d.kv_lora, c.rms_eps, ct);
     cache.insert(cache.end(), ct, ct + d.latent);
-    int64_t n_pos = (int64_t)cache.size() / d.latent;
-    pool_->parallel_for(d.heads, 1, [&](int64_t h0, int64_t h1) {
-      std::vector<float> kb_row(d.kv_lora), vb_out(w.kv_b.rows);
-      for (int64_t h = h0; h < h1; h++)
-        mla_head(d, w.kv_b, *cp_.k, q.data() + (t * d.heads + h) * qd, cache.data(), n_pos, h,
-                 kb_row.data(), vb_out.data(), o.data() + (t * d.heads + h) * d.v);
-    });
   }
+  pool_->parallel_for(d.heads, 1, [&](int64_t h0, int64_t h1) {
+    std::vector<float> kb_row(d.kv_lora), vb_out(w.kv_b.rows), qt(T * d.kv_lora);
+    for (int64_t h = h0; h < h1; h++) {
+      absorbed_queries(d, w.kv_b, q.data(), T, h, kb_row.data(), qt.data());
+      for (int64_t t = 0; t < T; t++)
+        mla_head(d, w.kv_b, *cp_.k, qt.data() + t * d.kv_lora, q.data() + (t * d.heads + h) * qd,
+                 cache.data(), before + t + 1, h, vb_out.data(),
+                 o.data() + (t * d.heads + h) * d.v);
+    }
+  });
   if (c.mla_output_gate) {
     std::vector<float> g(T * d.heads * d.v);
     cp_.linear(w.g, u, T, g.data());
