@@ -94,6 +94,22 @@ TEST(Cli, BenchFiguresComeWithTheirFloors) {
   double floor =
       std::max(num(b, "floor_io_seconds_per_token"), num(b, "floor_compute_seconds_per_token"));
   EXPECT_NEAR(num(b, "floor_ratio"), floor / num(b, "seconds_per_token"), 1e-9);
+  // Per layer: every layer once, in order, and together no more than the whole.
+  simdjson::dom::array layers = b["layers"].get_array().value();
+  double decode_ms = 0, prefill_ms = 0;
+  int64_t next = 1;
+  for (simdjson::dom::element l : layers) {
+    EXPECT_EQ(num(l, "layer"), next++);
+    EXPECT_GE(num(l, "decode_ms_per_token"), 0);
+    EXPECT_GE(num(l, "prefill_ms_per_token"), 0);
+    decode_ms += num(l, "decode_ms_per_token");
+    prefill_ms += num(l, "prefill_ms_per_token");
+  }
+  EXPECT_EQ(next, 6);  // the tiny Kimi-Linear's five layers
+  EXPECT_LE(decode_ms, 1e3 * num(b, "seconds_per_token"));
+  EXPECT_GT(decode_ms, 0);
+  EXPECT_LE(prefill_ms, 1e3 / num(b, "prefill_tokens_per_second"));
+  EXPECT_TRUE(b["k3_93_layers_extrapolated"].error()) << "only K3's true shape is scaled";
 
   EXPECT_EQ(test::run_command(waste_cmd("bench " + m.string() + " --budget 1M"), &out), 1);
   EXPECT_NE(out.find("a budget of 1.00 MiB is under this model's floor"), std::string::npos) << out;
@@ -103,6 +119,8 @@ TEST(Cli, BenchFiguresComeWithTheirFloors) {
   EXPECT_EQ(num(plan, "ctx"), 512);
   EXPECT_GE(num(plan, "budget_bytes"), num(plan, "floor_bytes"));
   EXPECT_LE(num(plan, "budget_bytes"), num(plan, "cap_bytes"));
+  EXPECT_GE(num(plan, "window_tokens"), 64);
+  EXPECT_EQ(std::fmod(num(plan, "window_tokens"), 64), 0);
 }
 
 TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
@@ -118,6 +136,14 @@ TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
   EXPECT_NE(out.find("/nonexistent/m.waste: not a container directory"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("synth /tmp/x --arch llama"), &out), 2);
   EXPECT_NE(out.find("'llama' is not kimi-linear or k3"), std::string::npos) << out;
+  EXPECT_NE(test::run_command(waste_cmd("synth /tmp/x --preset tiny --layers 3"), &out), 0);
+  EXPECT_NE(out.find("--layers applies to preset k3-shape only"), std::string::npos) << out;
+  EXPECT_NE(test::run_command(waste_cmd("synth /tmp/x --preset k3-shape"), &out), 0);
+  EXPECT_NE(out.find("k3-shape is K3's shape; use --arch k3"), std::string::npos) << out;
+  EXPECT_EQ(
+      test::run_command(waste_cmd("synth /tmp/x --arch k3 --preset k3-shape --layers 94"), &out),
+      2);
+  EXPECT_NE(out.find("--layers"), std::string::npos) << out;
 }
 
 // Every command answers --help (or -h) with its usage and exit 0; the model commands list the

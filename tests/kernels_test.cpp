@@ -500,7 +500,7 @@ TEST_P(IsaTest, VqRowsTokensAreTheTablePathBitForBit) {
   for (int stages = 1; stages <= 4; stages++)
     for (int entries : {16, 256})
       for (int64_t nv : {1, 5, 40})
-        for (int64_t rows : {1, 7, 65, 150}) {
+        for (int64_t rows : {1, 7, 65, 150, 400}) {  // both ways: in place, and tables
           TestVq q = make_vq(stages, entries, rows, nv, g());
           const int64_t width = nv * kVqDim, x_stride = width + 3, y_stride = rows + 2;
           const int64_t n = 1 + (int64_t)below(g, 40);

@@ -499,7 +499,8 @@ void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float
 }
 
 // --- VQ rows for many tokens: one token per lane, so every lane repeats vq_lut's and vq_rows'
-// operations for its own token. kRowTile rows share each load of the tokens' inputs.
+// operations for its own token. Few rows: each (row, position, stage) entry is computed in
+// place, kRowTile rows sharing each load of the tokens' inputs; many rows: a table per position.
 
 // Rows [r, r + R) for the kLanes tokens of `xt` ([position][lane]); `lanes` of them are real.
 template <int S, int R>
@@ -538,18 +539,68 @@ void token_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_
   }
 }
 
+// Many rows: each position's table for the kLanes tokens (one vector per code, built with
+// vq_lut's operations) is made once and shared by every row of [r0, r1), as vq_lut's table is
+// for one token; `acc` holds each row's running sums between positions.
+template <int S>
+void table_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_t r0, int64_t r1,
+                float* lut, float* acc, float* y, int64_t y_stride, int64_t lanes) {
+  const int64_t e = books.entries;
+  for (int64_t r = r0; r < r1; r++) _mm512_store_ps(acc + (r - r0) * kLanes, _mm512_setzero_ps());
+  for (int64_t v = 0; v < m.nv; v++) {
+    __m512 xd[kVqDim];
+    for (int d = 0; d < kVqDim; d++) xd[d] = _mm512_load_ps(xt + (v * kVqDim + d) * kLanes);
+    for (int s = 0; s < S; s++) {
+      const float* b = books.stage[s];
+      float* out = lut + s * e * kLanes;
+      for (int64_t c = 0; c < e; c++) {
+        __m512 t = _mm512_mul_ps(xd[0], _mm512_set1_ps(b[c]));
+#pragma GCC unroll 8
+        for (int d = 1; d < kVqDim; d++)
+          t = _mm512_fmadd_ps(xd[d], _mm512_set1_ps(b[d * e + c]), t);
+        _mm512_store_ps(out + c * kLanes, t);
+      }
+    }
+    for (int64_t r = r0; r < r1; r++) {
+      const uint8_t* idx = m.idx + (r / kVqRowBlock) * m.nv * kVqRowBlock * S +
+                           v * kVqRowBlock * S + (r % kVqRowBlock) * S;
+      __m512 sum = _mm512_load_ps(lut + idx[0] * kLanes);
+#pragma GCC unroll 4
+      for (int s = 1; s < S; s++)
+        sum = _mm512_add_ps(sum, _mm512_load_ps(lut + (s * e + idx[s]) * kLanes));
+      float* a = acc + (r - r0) * kLanes;
+      _mm512_store_ps(a, _mm512_add_ps(_mm512_load_ps(a), sum));
+    }
+  }
+  for (int64_t r = r0; r < r1; r++) {
+    alignas(64) float out[kLanes];
+    _mm512_store_ps(out, _mm512_mul_ps(_mm512_set1_ps(f16_scalar(m.scales[r])),
+                                       _mm512_load_ps(acc + (r - r0) * kLanes)));
+    for (int64_t l = 0; l < lanes; l++) y[l * y_stride + r] = out[l];
+  }
+}
+
 template <int S>
 void vq_rows_tokens_s(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
                       const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   const int64_t width = m.nv * kVqDim;
   Scratch scratch(width * kLanes);
   float* xt = scratch.get();
+  // Building a position's table costs S * entries vectors: worth it once a call has a quarter
+  // as many rows.
+  const bool tables = (r1 - r0) * 4 >= (int64_t)S * books.entries;
+  Scratch lut(tables ? (int64_t)S * books.entries * kLanes : 0);
+  Scratch acc(tables ? (r1 - r0) * kLanes : 0);
   for (int64_t t0 = 0; t0 < n; t0 += kLanes) {
     const int64_t lanes = min64(kLanes, n - t0);
     for (int64_t c = 0; c < width; c++)
       for (int64_t l = 0; l < kLanes; l++)
         xt[c * kLanes + l] = l < lanes ? x[(t0 + l) * x_stride + c] : 0.0f;
     float* yt = y + t0 * y_stride;
+    if (tables) {
+      table_rows<S>(books, xt, m, r0, r1, lut.get(), acc.get(), yt, y_stride, lanes);
+      continue;
+    }
     int64_t r = r0;
     for (; r + kRowTile <= r1; r += kRowTile)
       token_rows<S, kRowTile>(books, xt, m, r, yt, y_stride, lanes);

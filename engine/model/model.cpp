@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "engine/base/error.h"
+#include "engine/base/stopwatch.h"
 
 namespace waste {
 
@@ -58,6 +59,7 @@ Model::Model(const Container& c, const ModelOptions& opt) : c_(c), opt_(opt) {
   act_ = Activation{c.config().situ, c.config().situ_beta, c.config().situ_linear_beta};
   store_ = std::make_unique<ExpertStore>(c, opt.store);
   fingerprint_ = c.fingerprint();
+  layer_seconds_.assign(c.config().n_layers, 0.0);
 }
 
 Model::~Model() = default;
@@ -161,6 +163,7 @@ void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits
     });
   };
   for (int l = 0; l < c.n_layers; l++) {
+    const auto t0 = SteadyClock::now();
     const LayerWeights& w = w_.layers[l];
     if (ar) {
       ch.p = ch.x;
@@ -187,6 +190,7 @@ void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits
     float* target = ar ? ch.p.data() : ch.x.data();
     for (int64_t i = 0; i < T * hid; i++) target[i] += ch.a[i];
     if (ar) ch.x = ch.p;
+    layer_seconds_[l] += seconds_since(t0);
   }
   s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
   if (!logits) return;

@@ -52,6 +52,9 @@ class Model {
   std::vector<ExpertUse> expert_usage() const { return store_->usage(); }
   size_t warm_experts(std::span<const ExpertUse> earlier) { return store_->warm(earlier); }
   const LookaheadStats& lookahead_stats() const { return lookahead_; }
+  // Seconds spent in each layer so far (its attention, its FFN and the waits for its experts),
+  // for `waste bench`'s per-layer figures.
+  const std::vector<double>& layer_seconds() const { return layer_seconds_; }
   const ModelOptions& options() const { return opt_; }
 
   Session new_session(int64_t ctx) const;
@@ -95,6 +98,7 @@ class Model {
   uint64_t fingerprint_ = 0;
   LookaheadStats lookahead_;
   std::vector<int> predicted_;  // for the layer after the one just routed
+  std::vector<double> layer_seconds_;
 };
 
 }  // namespace waste

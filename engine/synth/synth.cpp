@@ -49,6 +49,19 @@ Preset preset_for(const SynthOptions& o) {
                        128, 192, 256, 6, 0,   {4, 8, 12, 13}, 65536}
               : Preset{512, 8,  64, 8,   256, 1024, 1, 8, 64,     8,
                        64,  32, 64, 128, 0,   0,    0, 0, {4, 8}, 65536};
+  if (o.layers != 0 && o.preset != "k3-shape")
+    fail<UsageError>("synth: --layers applies to preset k3-shape only");
+  if (o.preset == "k3-shape") {
+    if (!k3) fail<UsageError>("synth: preset k3-shape is K3's shape; use --arch k3");
+    const int n = o.layers == 0 ? 2 : o.layers;
+    if (n < 1 || n > 93) fail<UsageError>("synth: --layers {} is not between 1 and 93", n);
+    // The release's full-attention layers (every fourth, and the last), as far as `n` goes.
+    std::vector<int> mla;
+    for (int l = 4; l <= n; l += 4) mla.push_back(l);
+    if (n == 93) mla.push_back(93);
+    return Preset{7168, n,  896, 16,  3072, 33792, 2,  96,     128, 96,
+                  128,  64, 128, 512, 1536, 3584,  12, 163840, mla, 65536};
+  }
   if (o.preset == "48b-shape") {
     if (k3)
       fail<UsageError>("synth: preset 48b-shape is Kimi-Linear's shape; use --arch kimi-linear");
@@ -73,7 +86,7 @@ Preset preset_for(const SynthOptions& o) {
                   {4, 8, 12, 16, 20, 24, 27},
                   65536};
   }
-  fail<UsageError>("synth: unknown preset '{}' (tiny, small or 48b-shape)", o.preset);
+  fail<UsageError>("synth: unknown preset '{}' (tiny, small, 48b-shape or k3-shape)", o.preset);
 }
 
 std::string int_list(const std::vector<int>& v) {

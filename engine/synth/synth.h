@@ -12,8 +12,9 @@ namespace waste {
 
 struct SynthOptions {
   Arch arch = Arch::kKimiLinear;
-  std::string preset = "tiny";  // tiny | small | 48b-shape
+  std::string preset = "tiny";  // tiny | small | 48b-shape (Kimi-Linear) | k3-shape (K3)
   uint64_t seed = 1;
+  int layers = 0;  // k3-shape only: the first `layers` of K3's 93 (0: 2)
 };
 
 // Writes a complete v0 container to `out` (which must not exist) atomically: everything is

@@ -78,6 +78,44 @@ double prefill(Model& m, int p) {
   return decoder.run(s, in, nullptr, sink).prefill_seconds;
 }
 
+// Milliseconds per token in each layer between two readings of the model's layer clocks.
+std::vector<double> per_token_ms(const std::vector<double>& from, const std::vector<double>& to,
+                                 int tokens) {
+  std::vector<double> out(from.size());
+  for (size_t l = 0; l < from.size(); l++) out[l] = tokens ? 1e3 * (to[l] - from[l]) / tokens : 0;
+  return out;
+}
+
+std::string layer_kind(const ModelConfig& c, int l) {
+  return fmt::format("{} {}", c.is_kda[l] ? "KDA" : "MLA", c.is_moe_layer(l) ? "MoE" : "dense");
+}
+
+// A short K3-shaped container (`waste synth --preset k3-shape`) scaled to the release's 93
+// layers: its first layer is the dense one, 68 KDA and 24 MLA layers carry experts. Each kind
+// costs this run's mean over the container's layers of that kind (MLA layers as KDA layers when
+// the container has none), plus what runs outside the layers once. Milliseconds per token.
+struct K3Extrapolation {
+  double ms = 0;
+  bool mla_measured = false;
+};
+
+K3Extrapolation extrapolate_k3(const ModelConfig& c, const std::vector<double>& ms,
+                               double total_ms) {
+  double sum[3] = {0, 0, 0}, outside = total_ms;
+  int count[3] = {0, 0, 0};  // dense, KDA MoE, MLA MoE
+  for (int l = 0; l < c.n_layers; l++) {
+    int k = !c.is_moe_layer(l) ? 0 : c.is_kda[l] ? 1 : 2;
+    sum[k] += ms[l];
+    count[k]++;
+    outside -= ms[l];
+  }
+  auto mean = [&](int k) { return count[k] ? sum[k] / count[k] : 0.0; };
+  K3Extrapolation e;
+  e.mla_measured = count[2] > 0;
+  e.ms = outside + mean(0) + 68 * mean(1) + 24 * (e.mla_measured ? mean(2) : mean(1));
+  return e;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -98,12 +136,20 @@ int cmd_bench(int argc, char** argv) {
   DiskBench before = measure_record_reads(host->container(), disk_reads, readers, 7);
 
   // The measured run: decode under the planned budget, then prefill.
+  const std::vector<double> clock0 = model.layer_seconds();
   DecodeRun run = decode(model, n, nullptr);
+  const std::vector<double> clock1 = model.layer_seconds();
   DiskBench after = measure_record_reads(host->container(), disk_reads, readers, 8);
   DiskBench disk{before.reads + after.reads, before.bytes + after.bytes,
                  before.seconds + after.seconds};
   double prefill_s = 0;
   if (p > 0) prefill_s = prefill(model, p);
+  const std::vector<double> decode_ms = per_token_ms(clock0, clock1, n);
+  const std::vector<double> prefill_ms = per_token_ms(clock1, model.layer_seconds(), p);
+  const bool k3_scaled = cfg.arch() == Arch::kK3 && cfg.n_layers < 93 && cfg.n_experts == 896;
+  const K3Extrapolation k3_decode = extrapolate_k3(cfg, decode_ms, 1e3 * run.seconds / n);
+  const K3Extrapolation k3_prefill =
+      extrapolate_k3(cfg, prefill_ms, p > 0 ? 1e3 * prefill_s / p : 0);
 
   // Floor 2: the same tokens with every expert they touch resident (a second pass over a cache
   // big enough to hold them), so only compute remains.
@@ -150,6 +196,26 @@ int cmd_bench(int argc, char** argv) {
   w.key("floor_compute_seconds_per_token").value(compute_floor);
   w.key("seconds_per_token").value(per_token);
   w.key("floor_ratio").value(per_token > 0 ? floor / per_token : 0.0);
+  w.key("layers").begin_array();
+  for (int l = 0; l < cfg.n_layers; l++)
+    w.begin_object()
+        .key("layer")
+        .value(l + 1)
+        .key("kind")
+        .value(layer_kind(cfg, l))
+        .key("decode_ms_per_token")
+        .value(decode_ms[l])
+        .key("prefill_ms_per_token")
+        .value(prefill_ms[l])
+        .end_object();
+  w.end_array();
+  if (k3_scaled) {
+    w.key("k3_93_layers_extrapolated").begin_object();
+    w.key("decode_seconds_per_token").value(k3_decode.ms / 1e3);
+    w.key("prefill_tokens_per_second").value(k3_prefill.ms > 0 ? 1e3 / k3_prefill.ms : 0.0);
+    w.key("mla_layers_measured").value(k3_decode.mla_measured);
+    w.end_object();
+  }
   w.end_object();
   if (a.has("--json")) {
     fmt::print("{}\n", w.str());
@@ -175,6 +241,18 @@ int cmd_bench(int argc, char** argv) {
       "floor\n",
       1e3 * floor, 1e3 * io_floor, 1e3 * compute_floor,
       per_token > 0 ? 100 * floor / per_token : 0);
+  fmt::print("layers   ms per token (decode, prefill):");
+  for (int l = 0; l < cfg.n_layers; l++)
+    fmt::print("{}{} {}: {:.1f}, {:.1f}", l % 4 ? "; " : "\n  ", l + 1, layer_kind(cfg, l),
+               decode_ms[l], prefill_ms[l]);
+  fmt::print("\n");
+  if (k3_scaled)
+    fmt::print(
+        "K3 at 93 layers, extrapolated from these {} (1 dense + 68 KDA MoE + 24 MLA MoE, each "
+        "kind at this run's mean{}): decode {:.2f} s/token ({:.3f} tok/s), prefill {:.3f} "
+        "tok/s\n",
+        cfg.n_layers, k3_decode.mla_measured ? "" : "; no MLA layer here, so MLA as KDA",
+        k3_decode.ms / 1e3, 1e3 / k3_decode.ms, k3_prefill.ms > 0 ? 1e3 / k3_prefill.ms : 0.0);
   return 0;
 }
 

@@ -8,7 +8,7 @@
 namespace waste::cli {
 
 int cmd_synth(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--arch", "--preset", "--seed"}, {});
+  Args a(argc, argv, 2, {"--arch", "--preset", "--seed", "--layers"}, {});
   if (a.positional().size() != 1) throw UsageFailure{"expected exactly one OUT path"};
   SynthOptions o;
   std::string arch = a.get_or("--arch", "kimi-linear");
@@ -18,6 +18,7 @@ int cmd_synth(int argc, char** argv) {
     throw UsageFailure{fmt::format("--arch: '{}' is not kimi-linear or k3", arch)};
   o.preset = a.get_or("--preset", "tiny");
   o.seed = (uint64_t)a.get_int("--seed", 1, 0, INT64_MAX);
+  o.layers = (int)a.get_int("--layers", 0, 1, 93);
   write_synthetic(a.positional()[0], o);
   fmt::print("wrote {} ({} {}, seed {})\n", a.positional()[0], arch, o.preset, o.seed);
   return 0;
