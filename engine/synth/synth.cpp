@@ -40,6 +40,8 @@ struct Preset {
 
 Preset preset_for(const SynthOptions& o) {
   bool k3 = o.arch == Arch::kK3;
+  if (o.layers != 0 && o.preset != "k3-shape")
+    fail<UsageError>("synth: --layers applies to preset k3-shape only");
   if (o.preset == "tiny")
     return k3 ? Preset{128, 6, 16, 4,  32, 192, 2, 4, 32,     4,
                        16,  8, 16, 32, 48, 64,  2, 0, {4, 6}, 4096}
@@ -49,8 +51,6 @@ Preset preset_for(const SynthOptions& o) {
                        128, 192, 256, 6, 0,   {4, 8, 12, 13}, 65536}
               : Preset{512, 8,  64, 8,   256, 1024, 1, 8, 64,     8,
                        64,  32, 64, 128, 0,   0,    0, 0, {4, 8}, 65536};
-  if (o.layers != 0 && o.preset != "k3-shape")
-    fail<UsageError>("synth: --layers applies to preset k3-shape only");
   if (o.preset == "k3-shape") {
     if (!k3) fail<UsageError>("synth: preset k3-shape is K3's shape; use --arch k3");
     const int n = o.layers == 0 ? 2 : o.layers;
@@ -59,8 +59,10 @@ Preset preset_for(const SynthOptions& o) {
     std::vector<int> mla;
     for (int l = 4; l <= n; l += 4) mla.push_back(l);
     if (n == 93) mla.push_back(93);
-    return Preset{7168, n,  896, 16,  3072, 33792, 2,  96,     128, 96,
-                  128,  64, 128, 512, 1536, 3584,  12, 163840, mla, 65536};
+    // Attention Residuals blocks of 12 layers; a shorter stack names its own length instead (a
+    // config may not name a block longer than the model), which opens the same blocks.
+    return Preset{7168, n,   896, 16,   3072, 33792,           2,      96,  128,  96, 128,
+                  64,   128, 512, 1536, 3584, std::min(12, n), 163840, mla, 65536};
   }
   if (o.preset == "48b-shape") {
     if (k3)
