@@ -126,9 +126,12 @@ void Api::load() {
   model_ = std::make_unique<ServingModel>(opt_);
   ready_ = true;
   const ModelHost& h = model_->host;
-  spdlog::info("ready: {} ({} chat format, context {}, {} threads, budget {}, expert cache {})",
-               model_->id, model_->format.family_name(), h.ctx(), h.model().threads(),
-               human_bytes(h.budget().budget), human_bytes(h.budget().cache_bytes));
+  spdlog::info(
+      "ready: {} ({} chat format, context {}, {} threads, budget {}, expert cache {}, prefill "
+      "window {} tokens)",
+      model_->id, model_->format.family_name(), h.ctx(), h.model().threads(),
+      human_bytes(h.budget().budget), human_bytes(h.budget().cache_bytes),
+      h.model().options().chunk);
 }
 
 size_t Api::shutdown(std::chrono::milliseconds grace) {
