@@ -227,7 +227,7 @@ TEST_F(VisionPromptTest, ChunkSizesSplitsAndThreadsDoNotChangeImageLogits) {
   Conversation r = make_conversation(2, "compare them");
   std::vector<float> want;
   for (int threads : {1, 2})
-    for (int chunk : {1, 3, 5, 64}) {
+    for (int chunk : {1, 3, 5, 64, 4096}) {  // 4096: the whole prompt in one window
       ModelOptions mo;
       mo.threads = threads;
       mo.chunk = chunk;
