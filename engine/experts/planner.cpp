@@ -8,9 +8,6 @@ namespace waste {
 
 namespace {
 
-// Attention and the dense FFNs run over pieces of a window (Model::kPieceTokens).
-constexpr int64_t kPieceTokens = 64;
-
 uint64_t state_bytes(const ModelConfig& c, int64_t ctx) {
   uint64_t kda = (uint64_t)c.n_kda_layers(), mla = (uint64_t)c.n_mla_layers();
   uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim;

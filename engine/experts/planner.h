@@ -24,6 +24,8 @@ struct MemoryPlan {
 
 // The prefill window at the floor, and the most the planner gives (docs/MODEL.md §10).
 constexpr int64_t kMinWindowTokens = 64;
+// Attention and the dense FFNs read no experts; inside a window they run over pieces this long.
+constexpr int64_t kPieceTokens = 64;
 constexpr int64_t kMaxWindowTokens = 4096;
 
 MemoryPlan plan_memory(const Manifest& m, int64_t ctx);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/experts/expert_store.h"
+#include "engine/experts/planner.h"
 #include "engine/format/container.h"
 #include "engine/kernels/ops.h"
 #include "engine/model/layer_weights.h"
@@ -73,8 +74,6 @@ class Model {
 
  private:
   struct Chunk;
-  // Tokens per pass of the parts that read no experts (attention, dense FFNs) within a window.
-  static constexpr int64_t kPieceTokens = 64;
   void check_input(const Session& s, std::span<const int32_t> tokens,
                    std::span<const EmbeddingOverride> embeds) const;
   void run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,

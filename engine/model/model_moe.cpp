@@ -92,6 +92,13 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   for (const Route& r : routes) distinct.insert(distinct.end(), r.ids.begin(), r.ids.end());
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  // users[i]: the slots t * K + j that chose distinct[i], ascending.
+  std::vector<std::vector<int64_t>> users(distinct.size());
+  for (int64_t t = 0; t < T; t++)
+    for (int64_t j = 0; j < K; j++) {
+      auto at = std::lower_bound(distinct.begin(), distinct.end(), routes[t].ids[j]);
+      users[at - distinct.begin()].push_back(t * K + j);
+    }
 
   // Everything below that needs no expert record runs while the misses are being read.
   std::vector<float> xi_buf;
@@ -124,15 +131,9 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   std::vector<float> y(T * K * width);  // per token and slot
   const int64_t nv_down = inter / kVqDim;
   std::vector<float> g(inter), up(inter), lut_down(nv_down * book);
-  // The batched path's buffers: the tokens routed to one expert, [n][width] in and out and
-  // [n][inter] between.
-  std::vector<int64_t> slots;  // t * K + j of each of them
+  // The batched path's buffers: one expert's users, [n][width] in and out and [n][inter] between.
   std::vector<float> xs, gs, us, ys;
-  auto apply_to_all = [&](int expert, const ExpertView& ev) {
-    slots.clear();
-    for (int64_t t = 0; t < T; t++)
-      for (int64_t j = 0; j < K; j++)
-        if (routes[t].ids[j] == expert) slots.push_back(t * K + j);
+  auto apply_to_all = [&](const std::vector<int64_t>& slots, const ExpertView& ev) {
     const int64_t n = (int64_t)slots.size();
     xs.resize(n * width);
     gs.resize(n * inter);
@@ -154,25 +155,21 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   store_->fetch(
       layer, distinct,
       [&](size_t i, const ExpertView& ev) {
-        if (batched) return apply_to_all(distinct[i], ev);
-        for (int64_t t = 0; t < T; t++) {
-          const Route& r = routes[t];
-          for (int64_t j = 0; j < K; j++) {
-            if (r.ids[j] != distinct[i]) continue;
-            pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
-              cp_.k->vq_rows(&lut_gate[t * nv * book], q.stages, q.entries, ev.gate, g.data(), b,
-                             e);
-              cp_.k->vq_rows(&lut_up[t * nv * book], q.stages, q.entries, ev.up, up.data(), b, e);
-              for (int64_t x = b; x < e; x++) g[x] = act_(g[x], up[x]);
-            });
-            pool_->parallel_for(nv_down, 8, [&](int64_t b, int64_t e) {
-              cp_.k->vq_lut(down_books, g.data() + b * kVqDim, e - b, &lut_down[b * book]);
-            });
-            float* yj = &y[(t * K + j) * width];
-            pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
-              cp_.k->vq_rows(lut_down.data(), q.stages, q.entries, ev.down, yj, b, e);
-            });
-          }
+        if (batched) return apply_to_all(users[i], ev);
+        for (int64_t slot : users[i]) {
+          const int64_t t = slot / K;
+          pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
+            cp_.k->vq_rows(&lut_gate[t * nv * book], q.stages, q.entries, ev.gate, g.data(), b, e);
+            cp_.k->vq_rows(&lut_up[t * nv * book], q.stages, q.entries, ev.up, up.data(), b, e);
+            for (int64_t x = b; x < e; x++) g[x] = act_(g[x], up[x]);
+          });
+          pool_->parallel_for(nv_down, 8, [&](int64_t b, int64_t e) {
+            cp_.k->vq_lut(down_books, g.data() + b * kVqDim, e - b, &lut_down[b * book]);
+          });
+          float* yj = &y[slot * width];
+          pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
+            cp_.k->vq_rows(lut_down.data(), q.stages, q.entries, ev.down, yj, b, e);
+          });
         }
       },
       layer + 1, next, expert_free_work);
