@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/base/error.h"
+#include "engine/base/stopwatch.h"
 #include "engine/format/container.h"
 #include "engine/model/model.h"
 #include "engine/synth/synth.h"
@@ -279,6 +280,28 @@ TEST_P(ForwardTest, CacheAndLookaheadCountersAreConsistent) {
   ExpertStats second = m.expert_stats();
   EXPECT_EQ(second.misses, first.misses);
   EXPECT_EQ(second.hits - first.hits, demands);
+}
+
+// The kernel clock counts the trunk's products and the experts' arithmetic, on both expert
+// paths (per-token tables for one token, the batched kernel for a long chunk), and never more
+// than the forward passes took.
+TEST_P(ForwardTest, TheKernelClockCountsBothKindsWithinTheWallTime) {
+  auto c = open();
+  Model m(*c);
+  Session s = m.new_session(64);
+  std::vector<int32_t> ids = prompt(40, c->config().vocab);
+  std::vector<float> l(c->config().vocab);
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  m.forward(s, std::span<const int32_t>(ids.data(), 39), l.data());
+  const KernelClock batched = m.kernel_clock();
+  m.forward(s, std::span<const int32_t>(ids.data() + 39, 1), l.data());
+  const double wall = seconds_since(t0);
+  const KernelClock both = m.kernel_clock();
+  EXPECT_GT(batched.trunk, 0);
+  EXPECT_GT(batched.experts, 0);
+  EXPECT_GT(both.trunk, batched.trunk);
+  EXPECT_GT(both.experts, batched.experts);  // the one-token step's tables and rows
+  EXPECT_LE(both.trunk + both.experts, wall);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, ForwardTest, ::testing::Values(Arch::kKimiLinear, Arch::kK3),

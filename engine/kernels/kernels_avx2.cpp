@@ -552,15 +552,18 @@ void table_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_
         _mm256_store_ps(out + c * kLanes, t);
       }
     }
-    for (int64_t r = r0; r < r1; r++) {
-      const uint8_t* idx = m.idx + (r / kVqRowBlock) * m.nv * kVqRowBlock * S +
-                           v * kVqRowBlock * S + (r % kVqRowBlock) * S;
-      __m256 sum = _mm256_load_ps(lut + idx[0] * kLanes);
+    // Row by row within each 64-row block, whose codes for position v are one contiguous run.
+    for (int64_t rb = r0 / kVqRowBlock * kVqRowBlock; rb < r1; rb += kVqRowBlock) {
+      const int64_t first = rb > r0 ? rb : r0, last = min64(r1, rb + kVqRowBlock);
+      const uint8_t* idx = m.idx + (rb * m.nv + v * kVqRowBlock + (first - rb)) * S;
+      float* a = acc + (first - r0) * kLanes;
+      for (int64_t r = first; r < last; r++, idx += S, a += kLanes) {
+        __m256 sum = _mm256_load_ps(lut + idx[0] * kLanes);
 #pragma GCC unroll 4
-      for (int s = 1; s < S; s++)
-        sum = _mm256_add_ps(sum, _mm256_load_ps(lut + (s * e + idx[s]) * kLanes));
-      float* a = acc + (r - r0) * kLanes;
-      _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), sum));
+        for (int s = 1; s < S; s++)
+          sum = _mm256_add_ps(sum, _mm256_load_ps(lut + (s * e + idx[s]) * kLanes));
+        _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), sum));
+      }
     }
   }
   for (int64_t r = r0; r < r1; r++) {

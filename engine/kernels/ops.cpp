@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/base/f16.h"
+#include "engine/base/stopwatch.h"
 
 namespace waste {
 
@@ -34,12 +35,14 @@ void Compute::linear(const Matrix& w, const float* x, int64_t n, float* y) const
 
 void Compute::linear_rows(const Matrix& w, int64_t r0, int64_t r1, const float* x, int64_t n,
                           float* y, int64_t y_stride) const {
+  const SteadyClock::time_point t0 = SteadyClock::now();
   pool->parallel_for(r1 - r0, 64, [&](int64_t b, int64_t e) {
     if (n == 1)
       k->matvec(w, x, y, r0 + b, r0 + e);
     else
       k->matmul(w, x, n, w.cols, y, y_stride, r0 + b, r0 + e);
   });
+  if (clock) clock->trunk += seconds_since(t0);
 }
 
 }  // namespace waste

@@ -39,10 +39,18 @@ struct Activation {
 // Row r of a trunk matrix as f32.
 void dequantize_row(const Matrix& w, int64_t r, float* out);
 
-// Everything a layer needs to run its products: the kernels and the pool.
+// Wall seconds spent in the matrix kernels, by kind: the batched kernels' own share of a
+// prefill, which `waste eval` reports beside the total (docs/PERFORMANCE.md's compute floor).
+struct KernelClock {
+  double trunk = 0;    // Compute::linear: projections, dense and shared FFNs, routers, lm_head
+  double experts = 0;  // routed experts applied to their tokens, tables included
+};
+
+// Everything a layer needs to run its products: the kernels, the pool and the clock.
 struct Compute {
   const Kernels* k = nullptr;
   ThreadPool* pool = nullptr;
+  KernelClock* clock = nullptr;  // not null: linear's time is added to clock->trunk
 
   // y[t][r] = w[r] . x[t] for t < n; x is [n][w.cols], y is [n][w.rows]. Bit-identical for any
   // n and thread count (rows are split across threads; tokens never are).

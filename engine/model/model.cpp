@@ -56,6 +56,7 @@ Model::Model(const Container& c, const ModelOptions& opt) : c_(c), opt_(opt) {
   pool_ = std::make_unique<ThreadPool>(opt.threads);
   cp_.k = &kernels_for(opt.isa);
   cp_.pool = pool_.get();
+  cp_.clock = &kernel_clock_;
   act_ = Activation{c.config().situ, c.config().situ_beta, c.config().situ_linear_beta};
   store_ = std::make_unique<ExpertStore>(c, opt.store);
   fingerprint_ = c.fingerprint();

@@ -56,6 +56,8 @@ class Model {
   // Seconds spent in each layer so far (its attention, its FFN and the waits for its experts),
   // for `waste bench`'s per-layer figures.
   const std::vector<double>& layer_seconds() const { return layer_seconds_; }
+  // Seconds so far in the trunk's and the experts' matrix kernels.
+  const KernelClock& kernel_clock() const { return kernel_clock_; }
   const ModelOptions& options() const { return opt_; }
 
   Session new_session(int64_t ctx) const;
@@ -98,6 +100,7 @@ class Model {
   LookaheadStats lookahead_;
   std::vector<int> predicted_;  // for the layer after the one just routed
   std::vector<double> layer_seconds_;
+  KernelClock kernel_clock_;
 };
 
 }  // namespace waste

@@ -14,51 +14,93 @@ struct MlaDims {
   int64_t heads, nope, rope, v, kv_lora, latent;  // latent = kv_lora + rope
 };
 
-// q~ = W_kb(h)^T q_nope for T tokens ([T][heads][nope + rope] in, [T][kv_lora] out): each row
-// of W_kb is dequantized once for all of them; every token's sums run over i ascending, as one
-// token's would.
+// Positions per block of the score and context passes: a block of latents (64 x 2.3 KB) stays
+// in L2 while every head of a token uses it, so the cache streams from memory once per token
+// rather than once per head.
+constexpr int64_t kBlockPositions = 64;
+
+// a . b over n floats in 16 lanes (lane l sums the elements i with i % 16 == l, i ascending),
+// then the lanes pairwise. Independent lanes keep the adds from waiting on one another; the
+// order is fixed, so a score never depends on where or with whom it is computed.
+float dot16(const float* a, const float* b, int64_t n) {
+  float lane[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; l++) lane[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; i++, l++) lane[l] += a[i] * b[i];
+  for (int w = 8; w > 0; w /= 2)
+    for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+  return lane[0];
+}
+
+// Per head, the query in latent space: [q~ = W_kb(h)^T q_nope, q_rope], [T][heads][latent]
+// out. Each row of W_kb is dequantized once for all T tokens; every token's sums run over i
+// ascending, as one token's would.
 void absorbed_queries(const MlaDims& d, const Matrix& kv_b, const float* q, int64_t T, int64_t h,
                       float* kb_row, float* qt) {
   const int64_t rows_per_head = d.nope + d.v, qd = d.nope + d.rope;
-  std::fill(qt, qt + T * d.kv_lora, 0.0f);
+  for (int64_t t = 0; t < T; t++) {
+    float* row = qt + (t * d.heads + h) * d.latent;
+    std::fill(row, row + d.kv_lora, 0.0f);
+    const float* q_rope = q + (t * d.heads + h) * qd + d.nope;
+    std::copy(q_rope, q_rope + d.rope, row + d.kv_lora);
+  }
   for (int64_t i = 0; i < d.nope; i++) {
     dequantize_row(kv_b, h * rows_per_head + i, kb_row);
     for (int64_t t = 0; t < T; t++) {
       const float qi = q[(t * d.heads + h) * qd + i];
-      float* row = qt + t * d.kv_lora;
+      float* row = qt + (t * d.heads + h) * d.latent;
       for (int64_t j = 0; j < d.kv_lora; j++) row[j] += qi * kb_row[j];
     }
   }
 }
 
-// One head at one position, its absorbed query `qt` given: scores over the cache's first
-// `n_pos` positions, softmax, value projection.
-void mla_head(const MlaDims& d, const Matrix& kv_b, const Kernels& k, const float* qt,
-              const float* q, const float* cache, int64_t n_pos, int64_t h, float* vb_out,
-              float* o) {
-  const int64_t rows_per_head = d.nope + d.v;
-  std::vector<float> scores(n_pos), ctx(d.kv_lora, 0.0f);
-  const float* q_rope = q + d.nope;
-  float scale = 1.0f / std::sqrt((float)(d.nope + d.rope));
-  float best = -INFINITY;
-  for (int64_t s = 0; s < n_pos; s++) {
-    const float* c = cache + s * d.latent;
-    float dot = 0.0f, dot_rope = 0.0f;
-    for (int64_t j = 0; j < d.kv_lora; j++) dot += qt[j] * c[j];
-    for (int64_t j = 0; j < d.rope; j++) dot_rope += q_rope[j] * c[d.kv_lora + j];
-    scores[s] = (dot + dot_rope) * scale;
-    best = std::max(best, scores[s]);
+// Heads [h0, h1) of one token: scores against the cache's first `n_pos` positions, softmax, and
+// the attended latent c~ = sum_s a_s c_s (s ascending) per head. qt is that token's
+// [heads][latent] queries, ctx its [heads][kv_lora] output; scores is scratch of
+// (h1 - h0) * n_pos floats.
+void attend_latents(const MlaDims& d, const float* qt, const float* cache, int64_t n_pos,
+                    int64_t h0, int64_t h1, float* scores, float* ctx) {
+  const float scale = 1.0f / std::sqrt((float)(d.nope + d.rope));
+  for (int64_t b = 0; b < n_pos; b += kBlockPositions) {
+    const int64_t e = std::min(n_pos, b + kBlockPositions);
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t s = b; s < e; s++)
+        scores[(h - h0) * n_pos + s] =
+            dot16(qt + h * d.latent, cache + s * d.latent, d.latent) * scale;
   }
-  float sum = 0.0f;
-  for (float& sc : scores) sum += (sc = std::exp(sc - best));
-  for (int64_t s = 0; s < n_pos; s++) {
-    float a = scores[s] / sum;
-    const float* c = cache + s * d.latent;
-    for (int64_t j = 0; j < d.kv_lora; j++) ctx[j] += a * c[j];
+  for (int64_t h = h0; h < h1; h++) {
+    float* sc = scores + (h - h0) * n_pos;
+    const float best = *std::max_element(sc, sc + n_pos);
+    float sum = 0.0f;
+    for (int64_t s = 0; s < n_pos; s++) sum += (sc[s] = std::exp(sc[s] - best));
+    for (int64_t s = 0; s < n_pos; s++) sc[s] /= sum;
+    std::fill(ctx + h * d.kv_lora, ctx + (h + 1) * d.kv_lora, 0.0f);
   }
-  int64_t r0 = h * rows_per_head + d.nope;
-  k.matvec(kv_b, ctx.data(), vb_out, r0, r0 + d.v);  // o_h = W_vb(h) c~
-  std::copy(vb_out + r0, vb_out + r0 + d.v, o);
+  for (int64_t b = 0; b < n_pos; b += kBlockPositions) {
+    const int64_t e = std::min(n_pos, b + kBlockPositions);
+    for (int64_t h = h0; h < h1; h++) {
+      float* out = ctx + h * d.kv_lora;
+      const float* a = scores + (h - h0) * n_pos;
+      int64_t s = b;
+      // Four positions per pass over `out`, each element still adding them in ascending order.
+      for (; s + 4 <= e; s += 4) {
+        const float* c = cache + s * d.latent;
+        for (int64_t j = 0; j < d.kv_lora; j++) {
+          float o = out[j];
+          o += a[s] * c[j];
+          o += a[s + 1] * c[d.latent + j];
+          o += a[s + 2] * c[2 * d.latent + j];
+          o += a[s + 3] * c[3 * d.latent + j];
+          out[j] = o;
+        }
+      }
+      for (; s < e; s++) {
+        const float* c = cache + s * d.latent;
+        for (int64_t j = 0; j < d.kv_lora; j++) out[j] += a[s] * c[j];
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -88,14 +130,38 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
     rmsnorm(ct, w.kv_a_norm, d.kv_lora, c.rms_eps, ct);
     cache.insert(cache.end(), ct, ct + d.latent);
   }
+  std::vector<float> qt(T * d.heads * d.latent);  // [T][heads][latent]
   pool_->parallel_for(d.heads, 1, [&](int64_t h0, int64_t h1) {
-    std::vector<float> kb_row(d.kv_lora), vb_out(w.kv_b.rows), qt(T * d.kv_lora);
-    for (int64_t h = h0; h < h1; h++) {
+    std::vector<float> kb_row(d.kv_lora);
+    for (int64_t h = h0; h < h1; h++)
       absorbed_queries(d, w.kv_b, q.data(), T, h, kb_row.data(), qt.data());
+  });
+  // Work units of (token, group of heads): a prefill piece gives each thread whole tokens, so
+  // every block of latents serves all heads; one decode token splits its heads.
+  std::vector<float> ctx(T * d.heads * d.kv_lora);  // [T][heads][kv_lora]
+  const int64_t groups = std::min<int64_t>(d.heads, (2 * pool_->size() + T - 1) / T);
+  const int64_t per_group = (d.heads + groups - 1) / groups;
+  pool_->parallel_for(T * groups, 1, [&](int64_t u0, int64_t u1) {
+    std::vector<float> scores(per_group * (before + T));
+    for (int64_t unit = u0; unit < u1; unit++) {
+      const int64_t t = unit / groups, h0 = unit % groups * per_group;
+      const int64_t h1 = std::min(d.heads, h0 + per_group);
+      if (h0 < h1)
+        attend_latents(d, qt.data() + t * d.heads * d.latent, cache.data(), before + t + 1, h0, h1,
+                       scores.data(), ctx.data() + t * d.heads * d.kv_lora);
+    }
+  });
+  // o_h = W_vb(h) c~_h for every token at once: [T][kv_b.rows] scratch, rows at their own index.
+  std::vector<float> vb(T * w.kv_b.rows);
+  const int64_t rows_per_head = d.nope + d.v;
+  pool_->parallel_for(d.heads, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; h++) {
+      const int64_t r0 = h * rows_per_head + d.nope;
+      cp_.k->matmul(w.kv_b, ctx.data() + h * d.kv_lora, T, d.heads * d.kv_lora, vb.data(),
+                    w.kv_b.rows, r0, r0 + d.v);
       for (int64_t t = 0; t < T; t++)
-        mla_head(d, w.kv_b, *cp_.k, qt.data() + t * d.kv_lora, q.data() + (t * d.heads + h) * qd,
-                 cache.data(), before + t + 1, h, vb_out.data(),
-                 o.data() + (t * d.heads + h) * d.v);
+        std::copy(vb.data() + t * w.kv_b.rows + r0, vb.data() + t * w.kv_b.rows + r0 + d.v,
+                  o.data() + (t * d.heads + h) * d.v);
     }
   });
   if (c.mla_output_gate) {

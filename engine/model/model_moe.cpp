@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/base/error.h"
+#include "engine/base/stopwatch.h"
 #include "engine/model/model.h"
 
 namespace waste {
@@ -115,6 +116,7 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
       xi = xi_buf.data();
     }
     // Gate and up tables per token: the codebooks are per layer, so every expert shares them.
+    const SteadyClock::time_point t0 = SteadyClock::now();
     for (int64_t t = 0; t < T && !batched; t++) {
       pool_->parallel_for(nv, 8, [&](int64_t b, int64_t e) {
         cp_.k->vq_lut(gate_books, xi + t * width + b * kVqDim, e - b,
@@ -122,6 +124,7 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
         cp_.k->vq_lut(up_books, xi + t * width + b * kVqDim, e - b, &lut_up[(t * nv + b) * book]);
       });
     }
+    kernel_clock_.experts += seconds_since(t0);
     if (w.has_shared) {
       shared.resize(T * hid);
       dense_ffn(w.shared, T, u, shared.data());
@@ -140,9 +143,20 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
     us.resize(n * inter);
     ys.resize(n * width);
     for (int64_t k = 0; k < n; k++) std::copy_n(xi + slots[k] / K * width, width, &xs[k * width]);
+    // Gate and up are separate units of work, split by rows only when there are more threads
+    // than matrices: each unit builds its own per-position tables, so splitting one matrix's
+    // rows would build them once per thread.
+    const int64_t splits = std::max(1, pool_->size() / 2);
+    const int64_t span = (inter + splits - 1) / splits;
+    pool_->parallel_for(2 * splits, 1, [&](int64_t u0, int64_t u1) {
+      for (int64_t unit = u0; unit < u1; unit++) {
+        const bool is_up = unit % 2 == 1;
+        const int64_t b = unit / 2 * span, e = std::min(inter, b + span);
+        cp_.k->vq_rows_tokens(is_up ? up_books : gate_books, xs.data(), n, width,
+                              is_up ? ev.up : ev.gate, is_up ? us.data() : gs.data(), inter, b, e);
+      }
+    });
     pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
-      cp_.k->vq_rows_tokens(gate_books, xs.data(), n, width, ev.gate, gs.data(), inter, b, e);
-      cp_.k->vq_rows_tokens(up_books, xs.data(), n, width, ev.up, us.data(), inter, b, e);
       for (int64_t k = 0; k < n; k++)
         for (int64_t x = b; x < e; x++)
           gs[k * inter + x] = act_(gs[k * inter + x], us[k * inter + x]);
@@ -155,7 +169,12 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   store_->fetch(
       layer, distinct,
       [&](size_t i, const ExpertView& ev) {
-        if (batched) return apply_to_all(users[i], ev);
+        const SteadyClock::time_point t0 = SteadyClock::now();
+        if (batched) {
+          apply_to_all(users[i], ev);
+          kernel_clock_.experts += seconds_since(t0);
+          return;
+        }
         for (int64_t slot : users[i]) {
           const int64_t t = slot / K;
           pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
@@ -171,6 +190,7 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
             cp_.k->vq_rows(lut_down.data(), q.stages, q.entries, ev.down, yj, b, e);
           });
         }
+        kernel_clock_.experts += seconds_since(t0);
       },
       layer + 1, next, expert_free_work);
 

@@ -35,6 +35,9 @@ void write_stats(JsonWriter& w, const ModelHost& m, size_t prompt, size_t genera
   w.key("slots").value((int64_t)m.budget().cache_bytes /
                        (int64_t)std::max<uint64_t>(m.plan().record_bytes, 1));
   w.end_object();
+  const KernelClock& kc = m.model().kernel_clock();
+  w.key("kernel_seconds").begin_object();
+  w.key("trunk").value(kc.trunk).key("experts").value(kc.experts).end_object();
   w.key("lookahead").begin_object();
   w.key("predicted").value(la.predicted).key("correct").value(la.correct);
   w.key("accuracy").value(la.predicted ? (double)la.correct / la.predicted : 0.0);
