@@ -495,6 +495,35 @@ TEST_P(SimdTest, VqRowsMatchScalar) {
 
 // Many tokens at once give each token's own table-path bits, whatever the number of tokens, the
 // strides or the row range; rows outside the range and other tokens' places are left alone.
+// The attention kernels follow kernels.h's orders exactly, written out here independently: 16
+// lanes of fmas then the lanes pairwise for a score, positions ascending for a weighted sum.
+TEST_P(IsaTest, AttentionDotsAndSumsFollowTheirDefinedOrder) {
+  Rand g(31);
+  for (int64_t len : {1, 7, 15, 16, 17, 63, 64, 129, 512, 576})
+    for (int64_t n : {1, 3, 4, 5, 9, 64}) {
+      const int64_t stride = len + 5;
+      std::vector<float> q = random_floats(g, len), keys = random_floats(g, n * stride);
+      std::vector<float> got(n + 1, kSentinel);
+      k().dots(q.data(), keys.data(), n, stride, len, 0.125f, got.data());
+      for (int64_t s = 0; s < n; s++) {
+        float lane[16] = {};
+        for (int64_t j = 0; j < len; j++)
+          lane[j % 16] = std::fma(q[j], keys[s * stride + j], lane[j % 16]);
+        for (int w = 8; w > 0; w /= 2)
+          for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+        ASSERT_TRUE(same_bits(got[s], lane[0] * 0.125f))
+            << "len " << len << " n " << n << " s " << s;
+      }
+      ASSERT_EQ(got[n], kSentinel);
+      std::vector<float> a = random_floats(g, n), out = random_floats(g, len + 1), want = out;
+      k().axpys(a.data(), keys.data(), n, stride, len, out.data());
+      for (int64_t s = 0; s < n; s++)
+        for (int64_t j = 0; j < len; j++) want[j] = std::fma(a[s], keys[s * stride + j], want[j]);
+      for (int64_t j = 0; j <= len; j++)  // the element past len is left alone
+        ASSERT_TRUE(same_bits(out[j], want[j])) << "len " << len << " n " << n << " j " << j;
+    }
+}
+
 TEST_P(IsaTest, VqRowsTokensAreTheTablePathBitForBit) {
   Rand g(29);
   for (int stages = 1; stages <= 4; stages++)

@@ -226,8 +226,11 @@ TEST_F(VisionPromptTest, ChunkSizesSplitsAndThreadsDoNotChangeImageLogits) {
   const std::vector<std::string> pngs = {test::png_rgb(100, 60, 3), test::png_rgb(40, 120, 4)};
   Conversation r = make_conversation(2, "compare them");
   std::vector<float> want;
+  // 16 and 20: several windows long enough for the batched expert path, with the images' rows
+  // falling across window boundaries.
+  ASSERT_GT(render(enc, r, pngs).ids.size(), 60u);
   for (int threads : {1, 2})
-    for (int chunk : {1, 3, 5, 64, 4096}) {  // 4096: the whole prompt in one window
+    for (int chunk : {1, 3, 5, 16, 20, 64, 4096}) {  // 4096: the whole prompt in one window
       ModelOptions mo;
       mo.threads = threads;
       mo.chunk = chunk;

@@ -80,6 +80,17 @@ struct Kernels {
   // expert applied to a whole prefill window gives decode's bits.
   void (*vq_rows_tokens)(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
                          const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1);
+
+  // Attention scores: out[s] = scale * (q . keys[s * stride]) over len floats, for s < n. Each
+  // dot runs in 16 lanes (lane l = fma(q[j], k[j], lane l) for j % 16 == l, j ascending), then
+  // the lanes pairwise, 8, 4, 2 and 1 apart. Every Isa gives the same bits.
+  void (*dots)(const float* q, const float* keys, int64_t n, int64_t stride, int64_t len,
+               float scale, float* out);
+
+  // Weighted sums: out[j] = fma(a[s], rows[s * stride + j], out[j]) for j < len, s ascending
+  // from 0 to n - 1. Every Isa gives the same bits.
+  void (*axpys)(const float* a, const float* rows, int64_t n, int64_t stride, int64_t len,
+                float* out);
 };
 
 // The table for `isa`; throws UsageError when this CPU cannot run it (instead of SIGILL later).

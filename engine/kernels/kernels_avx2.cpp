@@ -618,12 +618,73 @@ void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_s
   }
 }
 
+// --- Attention: scores and weighted sums of cache rows, in the orders kernels.h defines (the
+// scalar reference's 16 lanes as two vectors), four keys at a time so the dependent adds of one
+// key overlap others'.
+
+// fma on the lanes `m` selects; the others keep acc.
+__m256 masked_fma(__m256 a, __m256 b, __m256 acc, __m256i m) {
+  return _mm256_blendv_ps(acc, _mm256_fmadd_ps(a, b, acc), _mm256_castsi256_ps(m));
+}
+
+template <int NK>
+void dots_group(const float* q, const float* k, int64_t stride, int64_t len, float scale,
+                float* out) {
+  __m256 lo[NK], hi[NK];
+  for (int i = 0; i < NK; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 2 * kLanes <= len; j += 2 * kLanes) {
+    __m256 q0 = _mm256_loadu_ps(q + j), q1 = _mm256_loadu_ps(q + j + kLanes);
+    for (int i = 0; i < NK; i++) {
+      lo[i] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k + i * stride + j), lo[i]);
+      hi[i] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k + i * stride + j + kLanes), hi[i]);
+    }
+  }
+  if (j < len) {  // masked-off lanes keep their sums
+    const __m256i m0 = tail_mask(len - j), m1 = tail_mask(len - j - kLanes);
+    __m256 q0 = _mm256_maskload_ps(q + j, m0), q1 = _mm256_maskload_ps(q + j + kLanes, m1);
+    for (int i = 0; i < NK; i++) {
+      lo[i] = masked_fma(q0, _mm256_maskload_ps(k + i * stride + j, m0), lo[i], m0);
+      hi[i] = masked_fma(q1, _mm256_maskload_ps(k + i * stride + j + kLanes, m1), hi[i], m1);
+    }
+  }
+  for (int i = 0; i < NK; i++) out[i] = hsum(_mm256_add_ps(lo[i], hi[i])) * scale;
+}
+
+void dots(const float* q, const float* keys, int64_t n, int64_t stride, int64_t len, float scale,
+          float* out) {
+  int64_t s = 0;
+  for (; s + 4 <= n; s += 4) dots_group<4>(q, keys + s * stride, stride, len, scale, out + s);
+  for (; s < n; s++) dots_group<1>(q, keys + s * stride, stride, len, scale, out + s);
+}
+
+// Eight vectors of `out` stay in registers while every row adds into them.
+void axpys(const float* a, const float* rows, int64_t n, int64_t stride, int64_t len, float* out) {
+  constexpr int64_t kSpan = 8 * kLanes;
+  for (int64_t j0 = 0; j0 < len; j0 += kSpan) {
+    __m256i m[8];
+    __m256 o[8];
+    for (int v = 0; v < 8; v++) {
+      m[v] = tail_mask(len - j0 - v * kLanes);
+      o[v] = _mm256_maskload_ps(out + j0 + v * kLanes, m[v]);
+    }
+    for (int64_t s = 0; s < n; s++) {
+      const __m256 as = _mm256_set1_ps(a[s]);
+      const float* r = rows + s * stride + j0;
+      for (int v = 0; v < 8; v++)
+        o[v] = _mm256_fmadd_ps(as, _mm256_maskload_ps(r + v * kLanes, m[v]), o[v]);
+    }
+    for (int v = 0; v < 8; v++) _mm256_maskstore_ps(out + j0 + v * kLanes, m[v], o[v]);
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 const Kernels& avx2_kernels() {
-  static constexpr Kernels k{Isa::kAvx2, matvec, matmul, vq_lut, vq_rows, vq_rows_tokens};
+  static constexpr Kernels k{Isa::kAvx2, matvec,         matmul, vq_lut,
+                             vq_rows,    vq_rows_tokens, dots,   axpys};
   return k;
 }
 

@@ -627,12 +627,64 @@ void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_s
   }
 }
 
+// --- Attention: scores and weighted sums of cache rows, in the orders kernels.h defines (the
+// scalar reference's), four keys at a time so the dependent adds of one key overlap others'.
+
+template <int NK>
+void dots_group(const float* q, const float* k, int64_t stride, int64_t len, float scale,
+                float* out) {
+  __m512 acc[NK];
+  for (int i = 0; i < NK; i++) acc[i] = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + kLanes <= len; j += kLanes) {
+    __m512 qv = _mm512_loadu_ps(q + j);
+    for (int i = 0; i < NK; i++)
+      acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + i * stride + j), acc[i]);
+  }
+  if (j < len) {  // masked-off lanes keep their sums
+    const __mmask16 m = first_lanes(len - j);
+    __m512 qv = _mm512_maskz_loadu_ps(m, q + j);
+    for (int i = 0; i < NK; i++)
+      acc[i] = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k + i * stride + j), acc[i], m);
+  }
+  for (int i = 0; i < NK; i++) out[i] = hsum(acc[i]) * scale;
+}
+
+void dots(const float* q, const float* keys, int64_t n, int64_t stride, int64_t len, float scale,
+          float* out) {
+  int64_t s = 0;
+  for (; s + 4 <= n; s += 4) dots_group<4>(q, keys + s * stride, stride, len, scale, out + s);
+  for (; s < n; s++) dots_group<1>(q, keys + s * stride, stride, len, scale, out + s);
+}
+
+// Eight vectors of `out` stay in registers while every row adds into them.
+void axpys(const float* a, const float* rows, int64_t n, int64_t stride, int64_t len, float* out) {
+  constexpr int64_t kSpan = 8 * kLanes;
+  for (int64_t j0 = 0; j0 < len; j0 += kSpan) {
+    __mmask16 m[8];
+    __m512 o[8];
+    for (int v = 0; v < 8; v++) {
+      const int64_t j = j0 + v * kLanes;
+      m[v] = j >= len ? 0 : first_lanes(min64(kLanes, len - j));
+      o[v] = _mm512_maskz_loadu_ps(m[v], out + j);
+    }
+    for (int64_t s = 0; s < n; s++) {
+      const __m512 as = _mm512_set1_ps(a[s]);
+      const float* r = rows + s * stride + j0;
+      for (int v = 0; v < 8; v++)
+        o[v] = _mm512_fmadd_ps(as, _mm512_maskz_loadu_ps(m[v], r + v * kLanes), o[v]);
+    }
+    for (int v = 0; v < 8; v++) _mm512_mask_storeu_ps(out + j0 + v * kLanes, m[v], o[v]);
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 const Kernels& avx512_kernels() {
-  static constexpr Kernels k{Isa::kAvx512, matvec, matmul, vq_lut, vq_rows, vq_rows_tokens};
+  static constexpr Kernels k{Isa::kAvx512, matvec,         matmul, vq_lut,
+                             vq_rows,      vq_rows_tokens, dots,   axpys};
   return k;
 }
 

@@ -1,5 +1,6 @@
 // The scalar reference kernels: plain loops in the order docs/FORMAT.md §8.2 and §8.4 describe.
 // The SIMD tables are tested against these, and these against a double-precision dot.
+#include <cmath>
 #include <vector>
 
 #include "engine/base/f16.h"
@@ -145,12 +146,34 @@ void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_s
   }
 }
 
+float dot16(const float* a, const float* b, int64_t n) {
+  float lane[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; l++) lane[l] = std::fma(a[i + l], b[i + l], lane[l]);
+  for (int l = 0; i < n; i++, l++) lane[l] = std::fma(a[i], b[i], lane[l]);
+  for (int w = 8; w > 0; w /= 2)
+    for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+  return lane[0];
+}
+
+void dots(const float* q, const float* keys, int64_t n, int64_t stride, int64_t len, float scale,
+          float* out) {
+  for (int64_t s = 0; s < n; s++) out[s] = dot16(q, keys + s * stride, len) * scale;
+}
+
+void axpys(const float* a, const float* rows, int64_t n, int64_t stride, int64_t len, float* out) {
+  for (int64_t s = 0; s < n; s++)
+    for (int64_t j = 0; j < len; j++) out[j] = std::fma(a[s], rows[s * stride + j], out[j]);
+}
+
 }  // namespace
 
 namespace detail {
 
 const Kernels& scalar_kernels() {
-  static constexpr Kernels k{Isa::kScalar, matvec, matmul, vq_lut, vq_rows, vq_rows_tokens};
+  static constexpr Kernels k{Isa::kScalar, matvec,         matmul, vq_lut,
+                             vq_rows,      vq_rows_tokens, dots,   axpys};
   return k;
 }
 

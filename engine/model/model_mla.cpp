@@ -19,20 +19,6 @@ struct MlaDims {
 // rather than once per head.
 constexpr int64_t kBlockPositions = 64;
 
-// a . b over n floats in 16 lanes (lane l sums the elements i with i % 16 == l, i ascending),
-// then the lanes pairwise. Independent lanes keep the adds from waiting on one another; the
-// order is fixed, so a score never depends on where or with whom it is computed.
-float dot16(const float* a, const float* b, int64_t n) {
-  float lane[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int l = 0; l < 16; l++) lane[l] += a[i + l] * b[i + l];
-  for (int l = 0; i < n; i++, l++) lane[l] += a[i] * b[i];
-  for (int w = 8; w > 0; w /= 2)
-    for (int l = 0; l < w; l++) lane[l] += lane[l + w];
-  return lane[0];
-}
-
 // Per head, the query in latent space: [q~ = W_kb(h)^T q_nope, q_rope], [T][heads][latent]
 // out. Each row of W_kb is dequantized once for all T tokens; every token's sums run over i
 // ascending, as one token's would.
@@ -59,15 +45,14 @@ void absorbed_queries(const MlaDims& d, const Matrix& kv_b, const float* q, int6
 // the attended latent c~ = sum_s a_s c_s (s ascending) per head. qt is that token's
 // [heads][latent] queries, ctx its [heads][kv_lora] output; scores is scratch of
 // (h1 - h0) * n_pos floats.
-void attend_latents(const MlaDims& d, const float* qt, const float* cache, int64_t n_pos,
-                    int64_t h0, int64_t h1, float* scores, float* ctx) {
+void attend_latents(const MlaDims& d, const Kernels& k, const float* qt, const float* cache,
+                    int64_t n_pos, int64_t h0, int64_t h1, float* scores, float* ctx) {
   const float scale = 1.0f / std::sqrt((float)(d.nope + d.rope));
   for (int64_t b = 0; b < n_pos; b += kBlockPositions) {
     const int64_t e = std::min(n_pos, b + kBlockPositions);
     for (int64_t h = h0; h < h1; h++)
-      for (int64_t s = b; s < e; s++)
-        scores[(h - h0) * n_pos + s] =
-            dot16(qt + h * d.latent, cache + s * d.latent, d.latent) * scale;
+      k.dots(qt + h * d.latent, cache + b * d.latent, e - b, d.latent, d.latent, scale,
+             scores + (h - h0) * n_pos + b);
   }
   for (int64_t h = h0; h < h1; h++) {
     float* sc = scores + (h - h0) * n_pos;
@@ -79,27 +64,9 @@ void attend_latents(const MlaDims& d, const float* qt, const float* cache, int64
   }
   for (int64_t b = 0; b < n_pos; b += kBlockPositions) {
     const int64_t e = std::min(n_pos, b + kBlockPositions);
-    for (int64_t h = h0; h < h1; h++) {
-      float* out = ctx + h * d.kv_lora;
-      const float* a = scores + (h - h0) * n_pos;
-      int64_t s = b;
-      // Four positions per pass over `out`, each element still adding them in ascending order.
-      for (; s + 4 <= e; s += 4) {
-        const float* c = cache + s * d.latent;
-        for (int64_t j = 0; j < d.kv_lora; j++) {
-          float o = out[j];
-          o += a[s] * c[j];
-          o += a[s + 1] * c[d.latent + j];
-          o += a[s + 2] * c[2 * d.latent + j];
-          o += a[s + 3] * c[3 * d.latent + j];
-          out[j] = o;
-        }
-      }
-      for (; s < e; s++) {
-        const float* c = cache + s * d.latent;
-        for (int64_t j = 0; j < d.kv_lora; j++) out[j] += a[s] * c[j];
-      }
-    }
+    for (int64_t h = h0; h < h1; h++)
+      k.axpys(scores + (h - h0) * n_pos + b, cache + b * d.latent, e - b, d.latent, d.kv_lora,
+              ctx + h * d.kv_lora);
   }
 }
 
@@ -147,8 +114,8 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
       const int64_t t = unit / groups, h0 = unit % groups * per_group;
       const int64_t h1 = std::min(d.heads, h0 + per_group);
       if (h0 < h1)
-        attend_latents(d, qt.data() + t * d.heads * d.latent, cache.data(), before + t + 1, h0, h1,
-                       scores.data(), ctx.data() + t * d.heads * d.kv_lora);
+        attend_latents(d, *cp_.k, qt.data() + t * d.heads * d.latent, cache.data(), before + t + 1,
+                       h0, h1, scores.data(), ctx.data() + t * d.heads * d.kv_lora);
     }
   });
   // o_h = W_vb(h) c~_h for every token at once: [T][kv_b.rows] scratch, rows at their own index.
