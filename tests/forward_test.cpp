@@ -155,6 +155,38 @@ TEST_P(ForwardTest, WindowsChunksAndSnapshotsAgreeBitForBitOnSeveralSeeds) {
   }
 }
 
+// An MLA layer's latent cache is sized for the session's whole context when it first grows, in
+// a fresh session and in a snapshot copy alike: it never moves, so no outgrown copies pile up
+// outside the RAM plan.
+TEST_P(ForwardTest, TheLatentCacheNeverMovesAsThePromptGrows) {
+  auto c = open();
+  Model m(*c);
+  std::vector<int32_t> ids = prompt(150, c->config().vocab);
+  auto places = [](const Session& s) {
+    std::vector<const float*> at;
+    for (const MlaCache& l : s.mla) at.push_back(l.latents.empty() ? nullptr : l.latents.data());
+    return at;
+  };
+  Session s = m.new_session(200);
+  m.forward(s, std::span(ids).subspan(0, 1), nullptr);
+  Session copy = s;  // a snapshot: it holds only its positions until it grows
+  const std::vector<const float*> first = places(s);
+  m.forward(s, std::span(ids).subspan(1, 70), nullptr);
+  m.forward(s, std::span(ids).subspan(71), nullptr);
+  EXPECT_EQ(places(s), first);
+  m.forward(copy, std::span(ids).subspan(1, 5), nullptr);
+  const std::vector<const float*> grown = places(copy);
+  m.forward(copy, std::span(ids).subspan(6, 100), nullptr);
+  EXPECT_EQ(places(copy), grown);
+  int mla_layers = 0;
+  for (const MlaCache& l : s.mla)
+    if (!l.latents.empty()) {
+      mla_layers++;
+      EXPECT_EQ(l.latents.capacity(), 200u * s.latent_width());
+    }
+  EXPECT_GT(mla_layers, 0);
+}
+
 TEST_P(ForwardTest, ThreadCountLeavesLogitsAlone) {
   auto c = open();
   std::vector<int32_t> ids = prompt(20, c->config().vocab);

@@ -33,7 +33,8 @@ uint64_t window_token_bytes(const ModelConfig& c) {
   return floats * 4;
 }
 
-// A 64-token window, the intermediates of one piece, one token's tables (decode) and the logits.
+// A 64-token window, the intermediates of one piece (MLA's included), one token's tables
+// (decode) and the logits.
 uint64_t scratch_bytes(const ModelConfig& c, const ExpertQuant& q) {
   int64_t widest = std::max({(int64_t)c.hidden, (int64_t)c.dense_inter, (int64_t)c.shared_inter(),
                              (int64_t)c.kda_channels() * 3,
@@ -44,7 +45,12 @@ uint64_t scratch_bytes(const ModelConfig& c, const ExpertQuant& q) {
   if (c.n_experts > 0)
     luts = (uint64_t)(c.expert_in() + c.moe_inter) / 8 * (uint64_t)(q.stages * q.entries) * 4 *
            (uint64_t)(c.top_k + 2);
-  return chunk + luts + (uint64_t)c.vocab * 4 * 2 + (16u << 20);
+  // MLA's piece: queries, latent-space queries, attended latents, W_kb|W_vb outputs, gate, o.
+  uint64_t mla = 0;
+  if (c.kv_lora > 0)
+    mla = (uint64_t)kPieceTokens * c.n_heads *
+          (uint64_t)(2 * (c.qk_nope + c.qk_rope) + 2 * c.kv_lora + 3 * c.v_head) * 4;
+  return chunk + mla + luts + (uint64_t)c.vocab * 4 * 2 + (16u << 20);
 }
 
 }  // namespace

@@ -18,6 +18,9 @@ struct MlaDims {
 // in L2 while every head of a token uses it, so the cache streams from memory once per token
 // rather than once per head.
 constexpr int64_t kBlockPositions = 64;
+// Heads per unit of attention work: each block of latents serves this many heads, and a thread's
+// scores take this many rows of the context (8 MiB at 256K positions), whatever the head count.
+constexpr int64_t kHeadsPerUnit = 8;
 
 // Per head, the query in latent space: [q~ = W_kb(h)^T q_nope, q_rope], [T][heads][latent]
 // out. Each row of W_kb is dequantized once for all T tokens; every token's sums run over i
@@ -92,6 +95,11 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
   // up to its own.
   std::vector<float>& cache = s.mla[layer].latents;
   const int64_t before = (int64_t)cache.size() / d.latent;
+  // Room for the whole context at once (pages are touched only as positions arrive): growing by
+  // doubling would leave every outgrown copy behind in the heap, about as much again as the
+  // cache itself by 8K positions, which the RAM plan does not count.
+  if (cache.capacity() < (size_t)((before + T) * d.latent))
+    cache.reserve((size_t)(std::max(s.ctx(), before + T) * d.latent));
   for (int64_t t = 0; t < T; t++) {
     float* ct = ckv.data() + t * d.latent;
     rmsnorm(ct, w.kv_a_norm, d.kv_lora, c.rms_eps, ct);
@@ -103,10 +111,12 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
     for (int64_t h = h0; h < h1; h++)
       absorbed_queries(d, w.kv_b, q.data(), T, h, kb_row.data(), qt.data());
   });
-  // Work units of (token, group of heads): a prefill piece gives each thread whole tokens, so
-  // every block of latents serves all heads; one decode token splits its heads.
+  // Work units of (token, group of at most kHeadsPerUnit heads); one decode token's groups are
+  // smaller still so that every thread has some.
   std::vector<float> ctx(T * d.heads * d.kv_lora);  // [T][heads][kv_lora]
-  const int64_t groups = std::min<int64_t>(d.heads, (2 * pool_->size() + T - 1) / T);
+  const int64_t groups = std::min<int64_t>(
+      d.heads,
+      std::max((d.heads + kHeadsPerUnit - 1) / kHeadsPerUnit, (2 * pool_->size() + T - 1) / T));
   const int64_t per_group = (d.heads + groups - 1) / groups;
   pool_->parallel_for(T * groups, 1, [&](int64_t u0, int64_t u1) {
     std::vector<float> scores(per_group * (before + T));
