@@ -524,6 +524,47 @@ TEST_P(IsaTest, AttentionDotsAndSumsFollowTheirDefinedOrder) {
     }
 }
 
+// The delta rule follows kernels.h's definition exactly, written out here independently, for
+// head sizes around every instruction set's span (and its masked tail); and it is the delta
+// rule: the float64 update of the same state agrees to rounding.
+TEST_P(IsaTest, DeltaRuleFollowsItsDefinedOrder) {
+  Rand g(37);
+  for (int64_t d : {1, 5, 8, 16, 31, 32, 64, 100, 128, 129, 256}) {
+    std::vector<float> S = random_floats(g, d * d), q = random_floats(g, d),
+                       kk = random_floats(g, d), v = random_floats(g, d), decay(d);
+    for (float& x : decay) x = 0.5f + 0.5f * std::fabs(random_floats(g, 1)[0]);
+    const float beta = 0.7f;
+    std::vector<float> want_S = S, p(d, 0.0f), want_o(d, 0.0f);
+    std::vector<double> dS(S.begin(), S.end()), dp(d, 0.0), dout(d, 0.0);
+    for (int64_t i = 0; i < d; i++)
+      for (int64_t j = 0; j < d; j++) {
+        want_S[i * d + j] *= decay[i];
+        p[j] = std::fma(want_S[i * d + j], kk[i], p[j]);
+        dS[i * d + j] *= decay[i];
+        dp[j] += dS[i * d + j] * kk[i];
+      }
+    for (int64_t j = 0; j < d; j++) {
+      p[j] = beta * (v[j] - p[j]);
+      dp[j] = beta * (v[j] - dp[j]);
+    }
+    for (int64_t i = 0; i < d; i++)
+      for (int64_t j = 0; j < d; j++) {
+        want_S[i * d + j] = std::fma(kk[i], p[j], want_S[i * d + j]);
+        want_o[j] = std::fma(want_S[i * d + j], q[i], want_o[j]);
+        dS[i * d + j] += kk[i] * dp[j];
+        dout[j] += dS[i * d + j] * q[i];
+      }
+    std::vector<float> o(d + 1, kSentinel);
+    k().delta_rule(S.data(), q.data(), kk.data(), v.data(), decay.data(), beta, d, o.data());
+    for (int64_t x = 0; x < d * d; x++) ASSERT_TRUE(same_bits(S[x], want_S[x])) << "d " << d;
+    for (int64_t j = 0; j < d; j++) {
+      ASSERT_TRUE(same_bits(o[j], want_o[j])) << "d " << d << " j " << j;
+      EXPECT_NEAR(o[j], dout[j], 1e-6 * d * (1 + std::fabs(dout[j]))) << "d " << d;
+    }
+    ASSERT_EQ(o[d], kSentinel);  // the element past d is left alone
+  }
+}
+
 TEST_P(IsaTest, VqRowsTokensAreTheTablePathBitForBit) {
   Rand g(29);
   for (int stages = 1; stages <= 4; stages++)

@@ -678,13 +678,49 @@ void axpys(const float* a, const float* rows, int64_t n, int64_t stride, int64_t
   }
 }
 
+// Columns in spans of four vectors: a span's p and o stay in registers through both passes.
+void delta_rule(float* S, const float* q, const float* k, const float* v, const float* decay,
+                float beta, int64_t d, float* o) {
+  constexpr int64_t kSpan = 4 * kLanes;
+  for (int64_t j0 = 0; j0 < d; j0 += kSpan) {
+    __m256i m[4];
+    __m256 p[4], acc[4];
+    for (int u = 0; u < 4; u++) {
+      m[u] = tail_mask(d - j0 - u * kLanes);
+      p[u] = acc[u] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < d; i++) {
+      const __m256 di = _mm256_set1_ps(decay[i]), ki = _mm256_set1_ps(k[i]);
+      float* row = S + i * d + j0;
+      for (int u = 0; u < 4; u++) {
+        const __m256 s = _mm256_mul_ps(_mm256_maskload_ps(row + u * kLanes, m[u]), di);
+        _mm256_maskstore_ps(row + u * kLanes, m[u], s);
+        p[u] = _mm256_fmadd_ps(s, ki, p[u]);
+      }
+    }
+    const __m256 b = _mm256_set1_ps(beta);
+    for (int u = 0; u < 4; u++)
+      p[u] = _mm256_mul_ps(b, _mm256_sub_ps(_mm256_maskload_ps(v + j0 + u * kLanes, m[u]), p[u]));
+    for (int64_t i = 0; i < d; i++) {
+      const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+      float* row = S + i * d + j0;
+      for (int u = 0; u < 4; u++) {
+        const __m256 s = _mm256_fmadd_ps(ki, p[u], _mm256_maskload_ps(row + u * kLanes, m[u]));
+        _mm256_maskstore_ps(row + u * kLanes, m[u], s);
+        acc[u] = _mm256_fmadd_ps(s, qi, acc[u]);
+      }
+    }
+    for (int u = 0; u < 4; u++) _mm256_maskstore_ps(o + j0 + u * kLanes, m[u], acc[u]);
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 const Kernels& avx2_kernels() {
-  static constexpr Kernels k{Isa::kAvx2, matvec,         matmul, vq_lut,
-                             vq_rows,    vq_rows_tokens, dots,   axpys};
+  static constexpr Kernels k{Isa::kAvx2,     matvec, matmul, vq_lut,    vq_rows,
+                             vq_rows_tokens, dots,   axpys,  delta_rule};
   return k;
 }
 

@@ -678,13 +678,51 @@ void axpys(const float* a, const float* rows, int64_t n, int64_t stride, int64_t
   }
 }
 
+// Columns in spans of eight vectors: a span's p and o stay in registers through both passes.
+void delta_rule(float* S, const float* q, const float* k, const float* v, const float* decay,
+                float beta, int64_t d, float* o) {
+  constexpr int64_t kSpan = 8 * kLanes;
+  for (int64_t j0 = 0; j0 < d; j0 += kSpan) {
+    __mmask16 m[8];
+    __m512 p[8], acc[8];
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = j0 + u * kLanes;
+      m[u] = j >= d ? 0 : first_lanes(min64(kLanes, d - j));
+      p[u] = acc[u] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < d; i++) {
+      const __m512 di = _mm512_set1_ps(decay[i]), ki = _mm512_set1_ps(k[i]);
+      float* row = S + i * d + j0;
+      for (int u = 0; u < 8; u++) {
+        const __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[u], row + u * kLanes), di);
+        _mm512_mask_storeu_ps(row + u * kLanes, m[u], s);
+        p[u] = _mm512_fmadd_ps(s, ki, p[u]);
+      }
+    }
+    const __m512 b = _mm512_set1_ps(beta);
+    for (int u = 0; u < 8; u++)
+      p[u] =
+          _mm512_mul_ps(b, _mm512_sub_ps(_mm512_maskz_loadu_ps(m[u], v + j0 + u * kLanes), p[u]));
+    for (int64_t i = 0; i < d; i++) {
+      const __m512 ki = _mm512_set1_ps(k[i]), qi = _mm512_set1_ps(q[i]);
+      float* row = S + i * d + j0;
+      for (int u = 0; u < 8; u++) {
+        const __m512 s = _mm512_fmadd_ps(ki, p[u], _mm512_maskz_loadu_ps(m[u], row + u * kLanes));
+        _mm512_mask_storeu_ps(row + u * kLanes, m[u], s);
+        acc[u] = _mm512_fmadd_ps(s, qi, acc[u]);
+      }
+    }
+    for (int u = 0; u < 8; u++) _mm512_mask_storeu_ps(o + j0 + u * kLanes, m[u], acc[u]);
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 const Kernels& avx512_kernels() {
-  static constexpr Kernels k{Isa::kAvx512, matvec,         matmul, vq_lut,
-                             vq_rows,      vq_rows_tokens, dots,   axpys};
+  static constexpr Kernels k{Isa::kAvx512,   matvec, matmul, vq_lut,    vq_rows,
+                             vq_rows_tokens, dots,   axpys,  delta_rule};
   return k;
 }
 

@@ -167,13 +167,34 @@ void axpys(const float* a, const float* rows, int64_t n, int64_t stride, int64_t
     for (int64_t j = 0; j < len; j++) out[j] = std::fma(a[s], rows[s * stride + j], out[j]);
 }
 
+void delta_rule(float* S, const float* q, const float* k, const float* v, const float* decay,
+                float beta, int64_t d, float* o) {
+  std::vector<float> p(d, 0.0f);
+  for (int64_t i = 0; i < d; i++) {
+    float* row = S + i * d;
+    for (int64_t j = 0; j < d; j++) {
+      row[j] *= decay[i];
+      p[j] = std::fma(row[j], k[i], p[j]);
+    }
+  }
+  for (int64_t j = 0; j < d; j++) p[j] = beta * (v[j] - p[j]);
+  std::fill(o, o + d, 0.0f);
+  for (int64_t i = 0; i < d; i++) {
+    float* row = S + i * d;
+    for (int64_t j = 0; j < d; j++) {
+      row[j] = std::fma(k[i], p[j], row[j]);
+      o[j] = std::fma(row[j], q[i], o[j]);
+    }
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 const Kernels& scalar_kernels() {
-  static constexpr Kernels k{Isa::kScalar, matvec,         matmul, vq_lut,
-                             vq_rows,      vq_rows_tokens, dots,   axpys};
+  static constexpr Kernels k{Isa::kScalar,   matvec, matmul, vq_lut,    vq_rows,
+                             vq_rows_tokens, dots,   axpys,  delta_rule};
   return k;
 }
 

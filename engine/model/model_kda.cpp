@@ -1,5 +1,6 @@
-// Kimi Delta Attention, one token at a time per head (docs/MODEL.md §4). Projections run batched
-// over the chunk; the recurrence walks the tokens in order.
+// Kimi Delta Attention (docs/MODEL.md §4). Projections, the short convolutions and the gates run
+// batched over the window; each head's recurrence walks the tokens in order.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -9,17 +10,22 @@ namespace waste {
 
 namespace {
 
-// Short causal depthwise conv over the ring of previous inputs, then SiLU; advances the ring.
-void short_conv(const float* z, const float* w, float* ring, int64_t C, int K, float* out) {
-  for (int64_t c = 0; c < C; c++) {
-    float* r = ring + c * (K - 1);
-    const float* wc = w + c * K;
-    float y = 0.0f;
-    for (int j = 0; j < K - 1; j++) y += r[j] * wc[j];
-    y += z[c] * wc[K - 1];
-    for (int j = 0; j + 1 < K - 1; j++) r[j] = r[j + 1];
-    if (K > 1) r[K - 2] = z[c];
-    out[c] = silu(y);
+// Short causal depthwise conv, then SiLU, on channels [c0, c1) of z ([T][C]) in place; each
+// channel's ring of previous inputs advances one token at a time.
+void short_conv(float* z, int64_t T, int64_t C, const float* w, float* ring, int K, int64_t c0,
+                int64_t c1) {
+  for (int64_t t = 0; t < T; t++) {
+    float* zt = z + t * C;
+    for (int64_t c = c0; c < c1; c++) {
+      float* r = ring + c * (K - 1);
+      const float* wc = w + c * K;
+      float y = 0.0f;
+      for (int j = 0; j < K - 1; j++) y += r[j] * wc[j];
+      y += zt[c] * wc[K - 1];
+      for (int j = 0; j + 1 < K - 1; j++) r[j] = r[j + 1];
+      if (K > 1) r[K - 2] = zt[c];
+      zt[c] = silu(y);
+    }
   }
 }
 
@@ -28,29 +34,6 @@ void l2_normalize(float* x, int64_t n, float scale) {
   for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
   float inv = scale / std::sqrt(ss + 1e-12f);
   for (int64_t i = 0; i < n; i++) x[i] *= inv;
-}
-
-// One head's delta-rule update: decay first, then the delta against the decayed state.
-void delta_step(float* S, const float* q, const float* k, const float* v, const float* g,
-                float beta, int64_t D, float* o) {
-  std::vector<float> pred(D, 0.0f);
-  for (int64_t i = 0; i < D; i++) {
-    float decay = std::exp(g[i]);
-    float* row = S + i * D;
-    for (int64_t j = 0; j < D; j++) {
-      row[j] *= decay;
-      pred[j] += row[j] * k[i];
-    }
-  }
-  for (int64_t j = 0; j < D; j++) pred[j] = beta * (v[j] - pred[j]);
-  std::fill(o, o + D, 0.0f);
-  for (int64_t i = 0; i < D; i++) {
-    float* row = S + i * D;
-    for (int64_t j = 0; j < D; j++) {
-      row[j] += k[i] * pred[j];
-      o[j] += row[j] * q[i];
-    }
-  }
 }
 
 }  // namespace
@@ -76,32 +59,38 @@ void Model::kda(int layer, Session& s, int64_t T, const float* u, float* out) {
     cp_.linear(w.g_b, f.data(), T, og.data());
   }
   KdaState& st = s.kda[layer];
-  std::vector<float> conv_out[3];
-  for (auto& v : conv_out) v.resize(C);
-  for (int64_t t = 0; t < T; t++) {
-    for (int i = 0; i < 3; i++)
-      short_conv(qkv[i].data() + t * C, w.conv[i], st.conv.data() + i * C * (K - 1), C, K,
-                 conv_out[i].data());
-    float* g = gate.data() + t * C;
-    for (int64_t ch = 0; ch < C; ch++) {
-      float a = std::exp(w.A_log[ch / D]);
-      float z = g[ch] + w.dt_bias[ch];
-      g[ch] = c.gate_lower_bound < 0 ? c.gate_lower_bound * sigmoid(a * z) : -a * softplus(z);
+  // Everything but the recurrence is per channel or per element: it runs for the whole window
+  // at once. Each head's recurrence then walks the window's tokens in order on its own state.
+  pool_->parallel_for(3 * C, 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b / C; i <= (e - 1) / C; i++)
+      short_conv(qkv[i].data(), T, C, w.conv[i], st.conv.data() + i * C * (K - 1), K,
+                 std::max(b, i * C) - i * C, std::min(e, (i + 1) * C) - i * C);
+  });
+  std::vector<float> a(H);  // exp(A_log), one per head
+  for (int64_t h = 0; h < H; h++) a[h] = std::exp(w.A_log[h]);
+  pool_->parallel_for(T * C, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t at = b; at < e; at++) {
+      const int64_t ch = at % C;
+      const float z = gate[at] + w.dt_bias[ch];
+      gate[at] = c.gate_lower_bound < 0 ? c.gate_lower_bound * sigmoid(a[ch / D] * z)
+                                        : -a[ch / D] * softplus(z);
     }
-    pool_->parallel_for(H, 1, [&](int64_t h0, int64_t h1) {
-      for (int64_t h = h0; h < h1; h++) {
-        float* qh = conv_out[0].data() + h * D;
-        float* kh = conv_out[1].data() + h * D;
+  });
+  pool_->parallel_for(H, 1, [&](int64_t h0, int64_t h1) {
+    std::vector<float> decay(D);
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t t = 0; t < T; t++) {
+        const int64_t at = t * C + h * D;
+        float *qh = qkv[0].data() + at, *kh = qkv[1].data() + at, *oh = o.data() + at;
         l2_normalize(qh, D, 1.0f / std::sqrt((float)D));
         l2_normalize(kh, D, 1.0f);
-        float* oh = o.data() + t * C + h * D;
-        delta_step(st.S.data() + h * D * D, qh, kh, conv_out[2].data() + h * D, g + h * D,
-                   sigmoid(beta[t * H + h]), D, oh);
+        for (int64_t i = 0; i < D; i++) decay[i] = std::exp(gate[at + i]);
+        cp_.k->delta_rule(st.S.data() + h * D * D, qh, kh, qkv[2].data() + at, decay.data(),
+                          sigmoid(beta[t * H + h]), D, oh);
         rmsnorm(oh, w.o_norm, D, c.rms_eps, oh);
-        for (int64_t j = 0; j < D; j++) oh[j] *= sigmoid(og[t * C + h * D + j]);
+        for (int64_t j = 0; j < D; j++) oh[j] *= sigmoid(og[at + j]);
       }
-    });
-  }
+  });
   cp_.linear(w.o, o.data(), T, out);
 }
 

@@ -23,24 +23,19 @@ constexpr int64_t kBlockPositions = 64;
 constexpr int64_t kHeadsPerUnit = 8;
 
 // Per head, the query in latent space: [q~ = W_kb(h)^T q_nope, q_rope], [T][heads][latent]
-// out. Each row of W_kb is dequantized once for all T tokens; every token's sums run over i
-// ascending, as one token's would.
-void absorbed_queries(const MlaDims& d, const Matrix& kv_b, const float* q, int64_t T, int64_t h,
-                      float* kb_row, float* qt) {
+// out. W_kb(h) is dequantized once for all T tokens into kb ([nope][kv_lora]); each token's sums
+// run over i ascending (axpys), as one token's would.
+void absorbed_queries(const MlaDims& d, const Kernels& k, const Matrix& kv_b, const float* q,
+                      int64_t T, int64_t h, float* kb, float* qt) {
   const int64_t rows_per_head = d.nope + d.v, qd = d.nope + d.rope;
+  for (int64_t i = 0; i < d.nope; i++)
+    dequantize_row(kv_b, h * rows_per_head + i, kb + i * d.kv_lora);
   for (int64_t t = 0; t < T; t++) {
     float* row = qt + (t * d.heads + h) * d.latent;
+    const float* qh = q + (t * d.heads + h) * qd;
     std::fill(row, row + d.kv_lora, 0.0f);
-    const float* q_rope = q + (t * d.heads + h) * qd + d.nope;
-    std::copy(q_rope, q_rope + d.rope, row + d.kv_lora);
-  }
-  for (int64_t i = 0; i < d.nope; i++) {
-    dequantize_row(kv_b, h * rows_per_head + i, kb_row);
-    for (int64_t t = 0; t < T; t++) {
-      const float qi = q[(t * d.heads + h) * qd + i];
-      float* row = qt + (t * d.heads + h) * d.latent;
-      for (int64_t j = 0; j < d.kv_lora; j++) row[j] += qi * kb_row[j];
-    }
+    k.axpys(qh, kb, d.nope, d.kv_lora, d.kv_lora, row);
+    std::copy(qh + d.nope, qh + qd, row + d.kv_lora);
   }
 }
 
@@ -107,9 +102,9 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
   }
   std::vector<float> qt(T * d.heads * d.latent);  // [T][heads][latent]
   pool_->parallel_for(d.heads, 1, [&](int64_t h0, int64_t h1) {
-    std::vector<float> kb_row(d.kv_lora);
+    std::vector<float> kb(d.nope * d.kv_lora);
     for (int64_t h = h0; h < h1; h++)
-      absorbed_queries(d, w.kv_b, q.data(), T, h, kb_row.data(), qt.data());
+      absorbed_queries(d, *cp_.k, w.kv_b, q.data(), T, h, kb.data(), qt.data());
   });
   // Work units of (token, group of at most kHeadsPerUnit heads); one decode token's groups are
   // smaller still so that every thread has some.

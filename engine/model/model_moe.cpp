@@ -194,15 +194,12 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
       },
       layer + 1, next, expert_free_work);
 
+  // Each token's weighted sum of its experts' outputs, slots in selection order.
   std::vector<float> sum(T * width, 0.0f);
-  for (int64_t t = 0; t < T; t++) {
-    float* st = &sum[t * width];
-    for (int64_t j = 0; j < K; j++) {
-      const float* yj = &y[(t * K + j) * width];
-      float wj = routes[t].weights[j];
-      for (int64_t x = 0; x < width; x++) st[x] = std::fma(wj, yj[x], st[x]);
-    }
-  }
+  pool_->parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t++)
+      cp_.k->axpys(routes[t].weights.data(), &y[t * K * width], K, width, width, &sum[t * width]);
+  });
   if (c.latent > 0) {
     if (w.latent_norm)
       for (int64_t t = 0; t < T; t++)
