@@ -92,11 +92,11 @@ struct Kernels {
   void (*axpys)(const float* a, const float* rows, int64_t n, int64_t stride, int64_t len,
                 float* out);
 
-  // One head's delta-rule step (docs/MODEL.md §4) on its d x d state S (row i: key dim i):
-  //   S[i][j] = S[i][j] * decay[i];  p[j] = fma(S[i][j], k[i], p[j])   (i ascending, p from 0)
+  // One head's delta-rule step (docs/MODEL.md §4) on its d x d state S (row i: key dim i);
+  // p and o start at 0, and both passes run over i ascending:
+  //   S[i][j] = S[i][j] * decay[i];  p[j] = fma(S[i][j], k[i], p[j])
   //   p[j] = beta * (v[j] - p[j])
-  //   S[i][j] = fma(k[i], p[j], S[i][j]);  o[j] = fma(S[i][j], q[i], o[j])   (i ascending, o from
-  //   0)
+  //   S[i][j] = fma(k[i], p[j], S[i][j]);  o[j] = fma(S[i][j], q[i], o[j])
   // Every output element is a sum over i alone, so every Isa gives the same bits.
   void (*delta_rule)(float* S, const float* q, const float* k, const float* v, const float* decay,
                      float beta, int64_t d, float* o);
