@@ -273,7 +273,7 @@ TEST_F(ContainerTest, WrongTensorShapeIsNamed) {
 
 TEST_F(ContainerTest, SummaryCountsParameters) {
   auto c = Container::open(kl(), {false});
-  ModelSummary s = summarize(*c, 4096);
+  ModelSummary s = summarize(*c, 4096, 2);
   const ModelConfig& cfg = c->config();
   int64_t expert = 3 * (int64_t)cfg.moe_inter * cfg.hidden;
   int64_t trunk = 0;

@@ -93,8 +93,9 @@ TEST(Budget, DefaultContextIsTheLargestThatKeepsTheCache) {
   o.load_trunk = false;
   auto c = Container::open(d / "k3.waste", o);
   const Manifest& m = c->manifest();
-  const MemoryPlan base = plan_memory(m, 4096);
-  const uint64_t per_position = plan_memory(m, 4097).state_bytes - base.state_bytes;
+  constexpr int kThreads = 3;
+  const MemoryPlan base = plan_memory(m, 4096, kThreads);
+  const uint64_t per_position = plan_memory(m, 4097, kThreads).floor_bytes - base.floor_bytes;
   ASSERT_GT(per_position, 0u) << "the tiny K3 has MLA layers";
   const int64_t most = m.config.max_positions > 0 ? m.config.max_positions : 1 << 20;
 
@@ -102,27 +103,48 @@ TEST(Budget, DefaultContextIsTheLargestThatKeepsTheCache) {
   const uint64_t usable =
       (base.floor_bytes + 2 * base.working_set_bytes + 3000 * per_position) * 8 / 7;
   const int working_sets = plan_budget(base, std::nullopt, usable).working_sets;
-  const int64_t ctx = default_context(m, std::nullopt, usable);
+  const int64_t ctx = default_context(m, std::nullopt, usable, kThreads);
   EXPECT_GT(ctx, 4096);
   EXPECT_EQ(ctx % 1024, 0);
-  EXPECT_EQ(plan_budget(plan_memory(m, ctx), std::nullopt, usable).working_sets, working_sets);
+  EXPECT_EQ(plan_budget(plan_memory(m, ctx, kThreads), std::nullopt, usable).working_sets,
+            working_sets);
   if (ctx < most) {
-    EXPECT_LT(plan_budget(plan_memory(m, ctx + 1024), std::nullopt, usable).working_sets,
+    EXPECT_LT(plan_budget(plan_memory(m, ctx + 1024, kThreads), std::nullopt, usable).working_sets,
               working_sets);
   }
-  EXPECT_EQ(default_context(m, std::nullopt, uint64_t{1} << 50), most);  // RAM to spare
+  EXPECT_EQ(default_context(m, std::nullopt, uint64_t{1} << 50, kThreads), most);  // RAM to spare
 
   // An explicit budget: at least one working set stays cached.
   const uint64_t budget = base.floor_bytes + base.working_set_bytes + 5000 * per_position;
-  const int64_t fixed = default_context(m, budget, usable);
-  EXPECT_GE(plan_budget(plan_memory(m, fixed), budget, usable).cache_bytes,
+  const int64_t fixed = default_context(m, budget, usable, kThreads);
+  EXPECT_GE(plan_budget(plan_memory(m, fixed, kThreads), budget, usable).cache_bytes,
             base.min_cache_bytes + base.working_set_bytes);
-  EXPECT_LT(plan_budget(plan_memory(m, fixed + 1024), budget, usable).cache_bytes,
+  EXPECT_LT(plan_budget(plan_memory(m, fixed + 1024, kThreads), budget, usable).cache_bytes,
             base.min_cache_bytes + base.working_set_bytes);
 
   // Too little RAM for 4096: 4096, which the budget then refuses with the numbers.
-  EXPECT_EQ(default_context(m, std::nullopt, base.floor_bytes / 2), 4096);
-  EXPECT_EQ(choose_context(m, 123, std::nullopt, usable), 123);
+  EXPECT_EQ(default_context(m, std::nullopt, base.floor_bytes / 2, kThreads), 4096);
+  EXPECT_EQ(choose_context(m, 123, std::nullopt, usable, kThreads), 123);
+}
+
+// Each compute thread scores a unit of MLA heads against the whole context in buffers of its
+// own; the floor counts them for every thread, so it grows with the threads and the context.
+TEST(Budget, TheFloorCountsEveryThreadsAttentionScores) {
+  test::TempDir d;
+  write_synthetic(d / "k3.waste", {Arch::kK3, "tiny", 3});
+  OpenOptions o;
+  o.load_trunk = false;
+  auto c = Container::open(d / "k3.waste", o);
+  const ModelConfig& cfg = c->config();
+  ASSERT_GT(cfg.kv_lora, 0) << "the tiny K3 has MLA layers";
+  const uint64_t scores_per_position =
+      (uint64_t)std::min<int64_t>(kHeadsPerUnit, cfg.n_heads) * sizeof(float);
+  const MemoryPlan one = plan_memory(c->manifest(), 8192, 1);
+  const MemoryPlan four = plan_memory(c->manifest(), 8192, 4);
+  EXPECT_EQ(four.state_bytes, one.state_bytes);  // one session, whatever the threads
+  EXPECT_GE(four.floor_bytes - one.floor_bytes, 3 * 8192 * scores_per_position);
+  const MemoryPlan longer = plan_memory(c->manifest(), 16384, 4);
+  EXPECT_EQ((longer.scratch_bytes - four.scratch_bytes), 4 * 8192 * scores_per_position);
 }
 
 TEST(Budget, ParsesSizes) {

@@ -4,8 +4,12 @@
 
 namespace waste {
 
+int ThreadPool::resolve(int n_threads) {
+  return n_threads > 0 ? n_threads : (int)std::max(1u, std::thread::hardware_concurrency());
+}
+
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = (int)std::max(1u, std::thread::hardware_concurrency());
+  n_threads = resolve(n_threads);
   for (int i = 1; i < n_threads; i++) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 

@@ -16,6 +16,8 @@ class ThreadPool {
  public:
   // n_threads counts the calling thread; 0 = one per hardware thread.
   explicit ThreadPool(int n_threads = 0);
+  // The threads a pool asked for n_threads runs (the RAM plan counts each one's buffers).
+  static int resolve(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

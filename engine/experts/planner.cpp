@@ -53,12 +53,23 @@ uint64_t scratch_bytes(const ModelConfig& c, const ExpertQuant& q) {
   return chunk + mla + luts + (uint64_t)c.vocab * 4 * 2 + (16u << 20);
 }
 
+// What one compute thread allocates for itself: MLA's dequantized W_kb(h) ([nope][kv_lora]) and
+// the scores of one unit of heads against the whole context; KDA's decays ([kda_dim]).
+uint64_t thread_bytes(const ModelConfig& c, int64_t ctx) {
+  uint64_t floats = (uint64_t)c.kda_dim;
+  if (c.kv_lora > 0)
+    floats += (uint64_t)c.qk_nope * (uint64_t)c.kv_lora +
+              (uint64_t)std::min<int64_t>(kHeadsPerUnit, c.n_heads) * (uint64_t)ctx;
+  return floats * 4;
+}
+
 }  // namespace
 
-MemoryPlan plan_memory(const Manifest& m, int64_t ctx) {
+MemoryPlan plan_memory(const Manifest& m, int64_t ctx, int threads) {
   const ModelConfig& c = m.config;
   MemoryPlan p;
   p.ctx = ctx;
+  p.threads = threads;
   for (const TrunkEntry& t : m.trunk) {
     bool text = t.name.compare(0, m.tensor_prefix.size(), m.tensor_prefix) == 0;
     if (!text) {
@@ -70,7 +81,7 @@ MemoryPlan plan_memory(const Manifest& m, int64_t ctx) {
   }
   for (auto& [layer, b] : m.banks) p.record_bytes = std::max(p.record_bytes, b.stride());
   p.state_bytes = state_bytes(c, ctx);
-  p.scratch_bytes = scratch_bytes(c, m.quant);
+  p.scratch_bytes = scratch_bytes(c, m.quant) + (uint64_t)threads * thread_bytes(c, ctx);
   p.window_token_bytes = window_token_bytes(c);
   p.min_cache_bytes = p.record_bytes * (uint64_t)c.top_k * 2;
   p.working_set_bytes = p.record_bytes * (uint64_t)c.top_k * m.banks.size();

@@ -11,10 +11,12 @@ namespace waste {
 
 struct MemoryPlan {
   int64_t ctx = 0;
+  int threads = 0;                  // compute threads, each with its own attention buffers
   uint64_t trunk_bytes = 0;         // resident text tensors (a quantized embedding stays on disk)
   uint64_t vision_bytes = 0;        // tensors outside the prefix, loaded only for images
   uint64_t state_bytes = 0;         // KDA states, conv tails and MLA latents at ctx, per session
-  uint64_t scratch_bytes = 0;       // activations (a 64-token window), tables, logits
+  uint64_t scratch_bytes = 0;       // activations (a 64-token window), tables, logits, and
+                                    // every thread's attention buffers (those grow with ctx)
   uint64_t window_token_bytes = 0;  // what each token of a prefill window holds while it runs
   uint64_t record_bytes = 0;        // one expert record (the largest bank stride)
   uint64_t min_cache_bytes = 0;     // one layer's experts, double-buffered
@@ -27,8 +29,12 @@ constexpr int64_t kMinWindowTokens = 64;
 // Attention and the dense FFNs read no experts; inside a window they run over pieces this long.
 constexpr int64_t kPieceTokens = 64;
 constexpr int64_t kMaxWindowTokens = 4096;
+// MLA's unit of attention work: a thread scores this many heads of one token at a time against
+// every earlier position, so its scores hold this many rows of the context.
+constexpr int64_t kHeadsPerUnit = 8;
 
-MemoryPlan plan_memory(const Manifest& m, int64_t ctx);
+// `threads`: the compute threads the engine runs (ThreadPool::resolve of the option).
+MemoryPlan plan_memory(const Manifest& m, int64_t ctx, int threads);
 
 // "1.23 GiB" style.
 std::string human_bytes(uint64_t n);

@@ -71,20 +71,22 @@ UsableMemory usable_memory(const fs::path& root, const fs::path& proc_cgroup) {
   return m;
 }
 
-int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, uint64_t usable) {
+int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, uint64_t usable,
+                        int threads) {
   constexpr int64_t kBase = 4096, kStep = 1024, kUnstatedMost = int64_t{1} << 20;
   const int64_t most = std::min<int64_t>(
       m.config.max_positions > 0 ? m.config.max_positions : kUnstatedMost, int64_t{1} << 24);
   const int64_t base = std::min(kBase, most);
-  const MemoryPlan at_base = plan_memory(m, base);
+  const MemoryPlan at_base = plan_memory(m, base, threads);
   Budget b;
   try {
     b = plan_budget(at_base, requested, usable);
   } catch (const UsageError&) {
     return base;  // the load refuses it with the numbers
   }
-  // Session state is linear in the context; what else the budget holds does not move.
-  const uint64_t per_position = plan_memory(m, base + 1).state_bytes - at_base.state_bytes;
+  // The floor is linear in the context (the session's state and the threads' attention scores);
+  // what else the budget holds does not move.
+  const uint64_t per_position = plan_memory(m, base + 1, threads).floor_bytes - at_base.floor_bytes;
   if (per_position == 0) return most;  // only fixed-size (KDA) state
   // The cache and the prefill window share what is above the floor.
   const uint64_t above =
@@ -92,7 +94,7 @@ int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, ui
   const uint64_t keep =
       requested ? std::min(above, at_base.min_cache_bytes + at_base.working_set_bytes) : above;
   const uint64_t limit = requested ? *requested : b.cap;
-  // Everything but the positions' share of the state, with the cache to keep.
+  // Everything but the positions' share of the floor, with the cache to keep.
   const uint64_t fixed =
       at_base.floor_bytes - per_position * (uint64_t)base - at_base.min_cache_bytes + keep;
   if (limit <= fixed) return base;
@@ -102,8 +104,8 @@ int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, ui
 }
 
 int64_t choose_context(const Manifest& m, int64_t ctx, std::optional<uint64_t> requested,
-                       uint64_t usable) {
-  return ctx > 0 ? ctx : default_context(m, requested, usable);
+                       uint64_t usable, int threads) {
+  return ctx > 0 ? ctx : default_context(m, requested, usable, threads);
 }
 
 Budget plan_budget(const MemoryPlan& plan, std::optional<uint64_t> requested, uint64_t usable) {

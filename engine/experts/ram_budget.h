@@ -39,15 +39,17 @@ Budget plan_budget(const MemoryPlan& plan, std::optional<uint64_t> requested, ui
 
 // The context a session holds when the user names none: the largest multiple of 1024 positions,
 // at most the model's own maximum (2^20 where it states none) and at least 4096 (or that
-// maximum), whose state fits beside the expert cache the budget gives at 4096 positions. Without
-// an explicit budget the state grows into the RAM the default rule leaves unused (it caches at
-// most three working sets), so the cache does not shrink at all; with one it may shrink to one
-// cached working set. When 4096 positions do not fit, 4096 is returned and plan_budget refuses.
-int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, uint64_t usable);
+// maximum), whose state and attention scores (`threads` as plan_memory's) fit beside the expert
+// cache the budget gives at 4096 positions. Without an explicit budget they grow into the RAM the
+// default rule leaves unused (it caches at most three working sets), so the cache does not shrink
+// at all; with one it may shrink to one cached working set. When 4096 positions do not fit, 4096
+// is returned and plan_budget refuses.
+int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, uint64_t usable,
+                        int threads);
 
 // `ctx` when positive, else default_context.
 int64_t choose_context(const Manifest& m, int64_t ctx, std::optional<uint64_t> requested,
-                       uint64_t usable);
+                       uint64_t usable, int threads);
 
 // "48G", "512M", "1.5GiB", "123456" (bytes); G and GiB both mean 2^30. Throws UsageError.
 uint64_t parse_bytes(const std::string& text);

@@ -8,7 +8,7 @@ namespace waste {
 
 namespace fs = std::filesystem;
 
-ModelSummary summarize(const Container& c, int64_t ctx) {
+ModelSummary summarize(const Container& c, int64_t ctx, int threads) {
   const Manifest& m = c.manifest();
   const ModelConfig& cfg = m.config;
   ModelSummary s;
@@ -37,7 +37,7 @@ ModelSummary summarize(const Container& c, int64_t ctx) {
     s.file_bytes[e.path().filename().string()] = e.file_size();
     s.container_bytes += e.file_size();
   }
-  s.plan = plan_memory(m, ctx);
+  s.plan = plan_memory(m, ctx, threads);
   return s;
 }
 

@@ -25,7 +25,8 @@ struct ModelSummary {
   int n_kda = 0, n_mla = 0, n_moe = 0;
 };
 
-ModelSummary summarize(const Container& c, int64_t ctx);
+// `threads` as plan_memory's.
+ModelSummary summarize(const Container& c, int64_t ctx, int threads);
 
 // Checks every expert record's header and CRC. Returns one line per bad record, naming the
 // layer, expert and byte offset; `progress` is called after each bank.

@@ -18,9 +18,6 @@ struct MlaDims {
 // in L2 while every head of a token uses it, so the cache streams from memory once per token
 // rather than once per head.
 constexpr int64_t kBlockPositions = 64;
-// Heads per unit of attention work: each block of latents serves this many heads, and a thread's
-// scores take this many rows of the context (8 MiB at 256K positions), whatever the head count.
-constexpr int64_t kHeadsPerUnit = 8;
 
 // Per head, the query in latent space: [q~ = W_kb(h)^T q_nope, q_rope], [T][heads][latent]
 // out. W_kb(h) is dequantized once for all T tokens into kb ([nope][kv_lora]); each token's sums
@@ -106,8 +103,9 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
     for (int64_t h = h0; h < h1; h++)
       absorbed_queries(d, *cp_.k, w.kv_b, q.data(), T, h, kb.data(), qt.data());
   });
-  // Work units of (token, group of at most kHeadsPerUnit heads); one decode token's groups are
-  // smaller still so that every thread has some.
+  // Work units of (token, group of at most kHeadsPerUnit heads, planner.h): each block of latents
+  // serves a unit's heads, and a thread's scores stay within what the RAM plan counts for it
+  // whatever the head count. One decode token's groups are smaller still so every thread has some.
   std::vector<float> ctx(T * d.heads * d.kv_lora);  // [T][heads][kv_lora]
   const int64_t groups = std::min<int64_t>(
       d.heads,

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/thread_pool.h"
 #include "engine/experts/ram_budget.h"
 #include "engine/format/container.h"
 #include "engine/model/model_info.h"
@@ -100,13 +101,15 @@ std::string one_model(const Args& a) {
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--ctx"}, {"--json"});
+  Args a(argc, argv, 2, {"--ctx", "--threads"}, {"--json"});
   const EngineOptions eo = engine_options(a);
   OpenOptions opt;
   opt.load_trunk = false;
   auto c = Container::open(one_model(a), opt);
-  const int64_t ctx = choose_context(c->manifest(), eo.ctx, eo.budget, usable_memory().bytes);
-  ModelSummary s = summarize(*c, ctx);
+  const int threads = ThreadPool::resolve(eo.threads);
+  const int64_t ctx =
+      choose_context(c->manifest(), eo.ctx, eo.budget, usable_memory().bytes, threads);
+  ModelSummary s = summarize(*c, ctx, threads);
   if (a.has("--json"))
     fmt::print("{}\n", info_json(*c, s));
   else

@@ -1,6 +1,7 @@
 // `waste plan`: the RAM plan of a container at a context length and budget, from the manifest.
 #include <fmt/format.h>
 
+#include "engine/base/thread_pool.h"
 #include "engine/experts/planner.h"
 #include "engine/experts/ram_budget.h"
 #include "engine/format/container.h"
@@ -11,15 +12,16 @@
 namespace waste::cli {
 
 int cmd_plan(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--ctx", "--budget"}, {"--json"});
+  Args a(argc, argv, 2, {"--ctx", "--budget", "--threads"}, {"--json"});
   if (a.positional().size() != 1) throw UsageFailure{"expected exactly one MODEL path"};
   OpenOptions opt;
   opt.load_trunk = false;
   auto c = Container::open(a.positional()[0], opt);
   const EngineOptions eo = engine_options(a);
   UsableMemory usable = usable_memory();
-  MemoryPlan p =
-      plan_memory(c->manifest(), choose_context(c->manifest(), eo.ctx, eo.budget, usable.bytes));
+  const int threads = ThreadPool::resolve(eo.threads);
+  const int64_t ctx = choose_context(c->manifest(), eo.ctx, eo.budget, usable.bytes, threads);
+  MemoryPlan p = plan_memory(c->manifest(), ctx, threads);
   Budget b = plan_budget(p, eo.budget, usable.bytes);
   uint64_t slots = p.record_bytes ? b.cache_bytes / p.record_bytes : 0;
   if (a.has("--json")) {
@@ -27,6 +29,7 @@ int cmd_plan(int argc, char** argv) {
     w.begin_object();
     w.key("ctx").value(p.ctx).key("trunk_bytes").value(p.trunk_bytes);
     w.key("state_bytes").value(p.state_bytes).key("scratch_bytes").value(p.scratch_bytes);
+    w.key("threads").value(p.threads);
     w.key("min_cache_bytes").value(p.min_cache_bytes).key("floor_bytes").value(p.floor_bytes);
     w.key("record_bytes").value(p.record_bytes).key("working_set_bytes").value(p.working_set_bytes);
     w.key("usable_bytes").value(usable.bytes).key("usable_source").value(usable.source);
@@ -40,7 +43,8 @@ int cmd_plan(int argc, char** argv) {
   fmt::print("{} at context {}\n", c->dir().string(), p.ctx);
   fmt::print("  trunk            {}\n", human_bytes(p.trunk_bytes));
   fmt::print("  session state    {}\n", human_bytes(p.state_bytes));
-  fmt::print("  scratch          {}\n", human_bytes(p.scratch_bytes));
+  fmt::print("  scratch          {} ({} compute threads)\n", human_bytes(p.scratch_bytes),
+             p.threads);
   fmt::print("  minimum cache    {} (one layer's {} experts, double-buffered)\n",
              human_bytes(p.min_cache_bytes), c->config().top_k);
   fmt::print("  floor            {}\n", human_bytes(p.floor_bytes));

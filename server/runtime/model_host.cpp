@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/base/error.h"
+#include "engine/base/thread_pool.h"
 #include "engine/synth/synth.h"
 #include "prompt_templates/k3/k3_markup.h"
 
@@ -56,8 +57,9 @@ ModelHost::ModelHost(const std::string& path, const EngineOptions& options)
     // The manifest alone: a budget that cannot hold the model is refused before weights load.
     auto probe = Container::open(path_, oo);
     const uint64_t usable = usable_memory().bytes;
-    opt_.ctx = choose_context(probe->manifest(), opt_.ctx, opt_.budget, usable);
-    plan_ = plan_memory(probe->manifest(), opt_.ctx);
+    const int threads = ThreadPool::resolve(opt_.threads);
+    opt_.ctx = choose_context(probe->manifest(), opt_.ctx, opt_.budget, usable, threads);
+    plan_ = plan_memory(probe->manifest(), opt_.ctx, threads);
     budget_ = plan_budget(plan_, opt_.budget, usable);
   }
   oo.load_trunk = true;

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     waste::Manifest m =
         waste::parse_manifest(std::string_view((const char*)data, size), "manifest.json");
     // A manifest that parses must plan without overflow traps or crashes.
-    waste::plan_memory(m, 4096);
+    waste::plan_memory(m, 4096, 2);
   } catch (const waste::FormatError&) {
   }
   return 0;
