@@ -1,6 +1,8 @@
 // The RAM planner's budget rules and the cgroup limits it honours.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "engine/base/error.h"
 #include "engine/experts/ram_budget.h"
 #include "engine/format/container.h"
@@ -28,6 +30,14 @@ uint64_t held(const MemoryPlan& p, const Budget& b) {
 }
 
 constexpr uint64_t G = 1ull << 30;
+
+// The tiny K3 (it has MLA layers, so its floor grows with the context), manifest only.
+std::unique_ptr<Container> tiny_k3_manifest(const test::TempDir& d) {
+  write_synthetic(d / "k3.waste", {Arch::kK3, "tiny", 3});
+  OpenOptions o;
+  o.load_trunk = false;
+  return Container::open(d / "k3.waste", o);
+}
 
 TEST(Budget, DefaultIsFloorPlusUpToThreeWorkingSetsUnderSevenEighths) {
   // 64 GiB usable: cap 56 GiB. Floor 29, ws 17: 29+17 = 46 fits, 29+34 = 63 does not.
@@ -88,10 +98,7 @@ TEST(Budget, UnderTheFloorIsRefusedWithTheNumbers) {
 // leave less than one).
 TEST(Budget, DefaultContextIsTheLargestThatKeepsTheCache) {
   test::TempDir d;
-  write_synthetic(d / "k3.waste", {Arch::kK3, "tiny", 3});
-  OpenOptions o;
-  o.load_trunk = false;
-  auto c = Container::open(d / "k3.waste", o);
+  auto c = tiny_k3_manifest(d);
   const Manifest& m = c->manifest();
   constexpr int kThreads = 3;
   const MemoryPlan base = plan_memory(m, 4096, kThreads);
@@ -131,20 +138,21 @@ TEST(Budget, DefaultContextIsTheLargestThatKeepsTheCache) {
 // own; the floor counts them for every thread, so it grows with the threads and the context.
 TEST(Budget, TheFloorCountsEveryThreadsAttentionScores) {
   test::TempDir d;
-  write_synthetic(d / "k3.waste", {Arch::kK3, "tiny", 3});
-  OpenOptions o;
-  o.load_trunk = false;
-  auto c = Container::open(d / "k3.waste", o);
+  auto c = tiny_k3_manifest(d);
   const ModelConfig& cfg = c->config();
   ASSERT_GT(cfg.kv_lora, 0) << "the tiny K3 has MLA layers";
   const uint64_t scores_per_position =
       (uint64_t)std::min<int64_t>(kHeadsPerUnit, cfg.n_heads) * sizeof(float);
+  // One thread's own buffers at 8192 positions: KDA's decays, W_kb(h) and the scores.
+  const uint64_t per_thread =
+      ((uint64_t)cfg.kda_dim + (uint64_t)cfg.qk_nope * cfg.kv_lora) * sizeof(float) +
+      8192 * scores_per_position;
   const MemoryPlan one = plan_memory(c->manifest(), 8192, 1);
   const MemoryPlan four = plan_memory(c->manifest(), 8192, 4);
   EXPECT_EQ(four.state_bytes, one.state_bytes);  // one session, whatever the threads
-  EXPECT_GE(four.floor_bytes - one.floor_bytes, 3 * 8192 * scores_per_position);
+  EXPECT_EQ(four.floor_bytes - one.floor_bytes, 3 * per_thread);
   const MemoryPlan longer = plan_memory(c->manifest(), 16384, 4);
-  EXPECT_EQ((longer.scratch_bytes - four.scratch_bytes), 4 * 8192 * scores_per_position);
+  EXPECT_EQ(longer.scratch_bytes - four.scratch_bytes, 4 * 8192 * scores_per_position);
 }
 
 TEST(Budget, ParsesSizes) {
