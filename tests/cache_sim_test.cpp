@@ -12,7 +12,7 @@ namespace {
 
 const RoutingTrace& trace() {
   static const RoutingTrace t =
-      read_routing_trace((test::shared_dir() / "fixtures/traces/kimi_linear_300.jsonl").string());
+      read_routing_trace((test::fixtures_dir() / "traces/kimi_linear_300.jsonl").string());
   return t;
 }
 

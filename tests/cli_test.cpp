@@ -169,7 +169,7 @@ TEST(Cli, EveryCommandAnswersHelp) {
 
 // `waste render` and `waste tokenize` on the real K3 tokenizer reproduce the release's encoder.
 TEST(Cli, RenderAndTokenizeMatchTheReleaseGoldens) {
-  std::string k3 = (test::shared_dir() / "fixtures/k3").string();
+  std::string k3 = (test::fixtures_dir() / "k3").string();
   std::string tok =
       " --tokenizer " + k3 + "/tiktoken.model --specials " + k3 + "/tokenizer_config.json";
   simdjson::dom::parser gp;

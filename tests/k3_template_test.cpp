@@ -31,7 +31,7 @@ Conversation parse_chat(std::string_view body) {
 using Segs = std::vector<Segment>;
 
 std::filesystem::path k3_dir() {
-  return test::shared_dir() / "fixtures" / "k3";
+  return test::fixtures_dir() / "k3";
 }
 
 const Tokenizer& k3() {

@@ -29,7 +29,7 @@ using Ids = std::vector<TokenId>;
 using K = ReplyEvent::Kind;
 
 std::filesystem::path k3_dir() {
-  return test::shared_dir() / "fixtures" / "k3";
+  return test::fixtures_dir() / "k3";
 }
 
 const Tokenizer& k3() {

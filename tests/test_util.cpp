@@ -15,11 +15,11 @@
 
 namespace waste::test {
 
-std::filesystem::path shared_dir() {
-  return WASTE_SHARED_DIR;
-}
 std::filesystem::path source_dir() {
   return WASTE_SOURCE_DIR;
+}
+std::filesystem::path fixtures_dir() {
+  return source_dir() / "tests/fixtures";
 }
 std::filesystem::path waste_binary() {
   return WASTE_BINARY;
@@ -27,8 +27,8 @@ std::filesystem::path waste_binary() {
 
 const Tokenizer& k3_tokenizer() {
   static const Tokenizer tok(
-      shared_dir() / "fixtures/k3/tiktoken.model",
-      read_specials_file((shared_dir() / "fixtures/k3/tokenizer_config.json").string()));
+      fixtures_dir() / "k3/tiktoken.model",
+      read_specials_file((fixtures_dir() / "k3/tokenizer_config.json").string()));
   return tok;
 }
 

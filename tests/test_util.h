@@ -12,13 +12,14 @@
 
 namespace waste::test {
 
-// ../shared (fixtures) and the source tree, as configured by CMake.
-std::filesystem::path shared_dir();
+// The source tree, as configured by CMake, and the release files and traces the suites read
+// (tests/fixtures/, each file's source and licence in its README).
 std::filesystem::path source_dir();
+std::filesystem::path fixtures_dir();
 // The `waste` executable under test.
 std::filesystem::path waste_binary();
 
-// The real K3 tokenizer from ../shared/fixtures/k3 (rank file and the release's specials),
+// The real K3 tokenizer from tests/fixtures/k3 (rank file and the release's specials),
 // loaded once per test program.
 const Tokenizer& k3_tokenizer();
 

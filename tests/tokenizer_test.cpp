@@ -26,7 +26,7 @@ using Ids = std::vector<TokenId>;
 using Pieces = std::vector<std::string>;
 
 std::filesystem::path k3_dir() {
-  return test::shared_dir() / "fixtures" / "k3";
+  return test::fixtures_dir() / "k3";
 }
 
 // The release's added_tokens_decoder, as the converter writes it into specials.json. On-demand
