@@ -89,7 +89,7 @@ const std::vector<ServeOption>& options() {
           "threads that move HTTP bytes (default 2); parsing and decoding run elsewhere"},
          [](ServeOptions& o, const std::string& v) { o.http_threads = (int)option_int(v, 1, 64); }},
         {{"--max-connections", "WASTE_MAX_CONNECTIONS", "max_connections",
-          "open connections served at once (default 512; more get 503)"},
+          "open connections (default 512); at the cap the longest idle one goes, else 503"},
          [](ServeOptions& o, const std::string& v) {
            o.max_connections = (size_t)option_int(v, 1, 1000000);
          }},

@@ -1,6 +1,10 @@
 // The daemon's routes before the model is ready: readiness is reported, work is refused with
 // 503 and Retry-After, and nothing blocks.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <future>
 
@@ -13,7 +17,7 @@ namespace {
 
 // The routes on a loopback port, for a model that does not exist.
 struct Served {
-  Served() : server(options()), api(serve_options()) {
+  explicit Served(http::Options ho = options()) : server(std::move(ho)), api(serve_options()) {
     api.register_routes(server);
     server.start();
   }
@@ -66,6 +70,29 @@ TEST(Api, AFailedLoadIsReportedByHealth) {
   EXPECT_EQ(h.status, 503);
   EXPECT_NE(h.body.find("\"status\":\"error\""), std::string::npos) << h.body;
   EXPECT_NE(h.body.find("not a container directory"), std::string::npos) << h.body;
+}
+
+// The HTTP layer's counters reach /metrics: at a limit of one connection, the idle one is closed
+// for the request that asks.
+TEST(Api, MetricsCountIdleConnectionsEvictedByTheServer) {
+  http::Options ho = Served::options();
+  ho.max_connections = 1;
+  ho.io_threads = 1;  // connections are admitted in the order they connect
+  Served s(ho);
+  const int idle = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(idle, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(s.server.port()));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(::connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  test::HttpResponse m = test::http_request(s.server.port(), "GET", "/metrics");
+  ::close(idle);
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("# TYPE waste_http_idle_connections_evicted_total counter\n"
+                        "waste_http_idle_connections_evicted_total 1\n"),
+            std::string::npos)
+      << m.body;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -193,6 +194,19 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout = kWait) {
   return true;
 }
 
+// Raises this process's descriptor limit to at least `n` (within the hard limit): each loopback
+// connection costs one on both ends.
+bool allow_descriptors(rlim_t n) {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return false;
+  if (r.rlim_cur != RLIM_INFINITY && r.rlim_cur < n) {
+    if (r.rlim_max != RLIM_INFINITY && r.rlim_max < n) return false;
+    r.rlim_cur = n;
+    if (::setrlimit(RLIMIT_NOFILE, &r) != 0) return false;
+  }
+  return true;
+}
+
 class HttpTest : public ::testing::Test {
  public:
   static Options options() {
@@ -283,9 +297,22 @@ class HttpTest : public ::testing::Test {
         w->finish();
       });
     });
+    // Answered by the test itself, later (or never).
     s.route("GET", "/hold", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
       std::lock_guard lk(mutex_);
-      held_ = w;
+      held_.push_back(std::move(w));
+    });
+    // Ticks until released (10 s at most), then ends: a stream that must arrive whole.
+    s.route("GET", "/ticks", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
+      spawn([this, w] {
+        w->start_events();
+        for (int i = 0; i < 1000 && !release_; ++i) {
+          if (!w->event("tick " + std::to_string(i))) break;
+          std::this_thread::sleep_for(10ms);
+        }
+        w->event("[DONE]");
+        w->finish();
+      });
     });
     // Answered from another thread a moment later, as the engine answers.
     s.route("GET", "/later", [this](const Request& r, std::shared_ptr<ResponseWriter> w) {
@@ -308,9 +335,13 @@ class HttpTest : public ::testing::Test {
     });
   }
 
-  std::shared_ptr<ResponseWriter> held() {
+  size_t held_count() {
     std::lock_guard lk(mutex_);
-    return held_;
+    return held_.size();
+  }
+  std::shared_ptr<ResponseWriter> held(size_t i) {
+    std::lock_guard lk(mutex_);
+    return held_.at(i);
   }
 
   static constexpr int kBigEvents = 640;
@@ -320,7 +351,8 @@ class HttpTest : public ::testing::Test {
   int port_ = 0;
   std::mutex mutex_;
   std::vector<std::thread> workers_;
-  std::shared_ptr<ResponseWriter> held_;
+  std::vector<std::shared_ptr<ResponseWriter>> held_;  // by /hold, in arrival order
+  std::atomic<bool> release_{false};                   // ends /ticks
   std::atomic<bool> sse_done_{false};
   std::atomic<bool> producer_done_{false};
   std::atomic<bool> saw_closed_{false};
@@ -637,8 +669,8 @@ TEST_F(HttpTest, ClosedTurnsTrueWhileTheHandlerIsSilent) {
   start();
   Client c(port_);
   ASSERT_TRUE(c.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
-  ASSERT_TRUE(eventually([&] { return held() != nullptr; }));
-  std::shared_ptr<ResponseWriter> w = held();
+  ASSERT_TRUE(eventually([&] { return held_count() == 1; }));
+  std::shared_ptr<ResponseWriter> w = held(0);
   std::this_thread::sleep_for(50ms);
   EXPECT_FALSE(w->closed());
   c.close();
@@ -646,18 +678,18 @@ TEST_F(HttpTest, ClosedTurnsTrueWhileTheHandlerIsSilent) {
   EXPECT_FALSE(w->send(200, "text/plain", "late"));
   EXPECT_FALSE(w->start_events());
   std::lock_guard lk(mutex_);
-  held_.reset();
+  held_.clear();
 }
 
 TEST_F(HttpTest, AnswerFromAnotherThreadLater) {
   start();
   Client c(port_);
   ASSERT_TRUE(c.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
-  ASSERT_TRUE(eventually([&] { return held() != nullptr; }));
-  std::shared_ptr<ResponseWriter> w = held();
+  ASSERT_TRUE(eventually([&] { return held_count() == 1; }));
+  std::shared_ptr<ResponseWriter> w = held(0);
   {
     std::lock_guard lk(mutex_);
-    held_.reset();
+    held_.clear();
   }
   std::thread t([w] {
     std::this_thread::sleep_for(100ms);
@@ -884,6 +916,8 @@ TEST_F(HttpTest, ARequestThatStallsGets408) {
   EXPECT_TRUE(idle.buf.empty());
 }
 
+// At the limit with every connection busy, a newcomer is told so; once one is idle, the newcomer
+// takes its place.
 TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
   Options o = options();
   o.max_connections = 3;
@@ -891,8 +925,9 @@ TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
   std::vector<std::unique_ptr<Client>> open;
   for (int i = 0; i < 3; ++i) {
     open.push_back(std::make_unique<Client>(port_));
-    EXPECT_EQ(status_of(open.back()->request("GET", "/health")), 200);
+    ASSERT_TRUE(open.back()->send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
   }
+  ASSERT_TRUE(eventually([&] { return held_count() == 3; }));
   Client extra(port_);
   auto r = extra.request("GET", "/health");
   ASSERT_TRUE(r);
@@ -901,11 +936,102 @@ TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
   ASSERT_TRUE(e) << r->body();
   EXPECT_EQ(e->code, "too_many_connections");
   EXPECT_EQ(field(*r, "Retry-After"), "1");
-  open.pop_back();  // one leaves: a newcomer is served
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_EQ(server_->stats().idle_connections_evicted, 0u);
+  // One is answered and waits for its next request: a newcomer is served in its place.
+  ASSERT_TRUE(held(0)->send(200, "text/plain", "done"));
+  auto done = open[0]->read_response();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->body(), "done");
+  EXPECT_TRUE(eventually([&] {  // it is idle once its answer is written, just after it is read
     Client again(port_);
     return status_of(again.request("GET", "/health")) == 200;
   }));
+  EXPECT_TRUE(open[0]->wait_closed());
+  EXPECT_EQ(server_->stats().idle_connections_evicted, 1u);
+}
+
+// At the limit, the connection idle the longest is closed for a newcomer, whether it is between
+// requests or never sent one.
+TEST_F(HttpTest, AtTheLimitTheLongestIdleConnectionMakesWay) {
+  Options o = options();
+  o.max_connections = 3;
+  start(o);
+  Client busy(port_);
+  ASSERT_TRUE(busy.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return held_count() == 1; }));
+  Client silent(port_);  // never sends a request
+  ASSERT_TRUE(silent.connected());
+  Client between(port_);  // idle after a request
+  ASSERT_EQ(status_of(between.request("GET", "/health")), 200);
+  Client first(port_);
+  EXPECT_EQ(status_of(first.request("GET", "/health")), 200);
+  EXPECT_TRUE(silent.wait_closed());
+  EXPECT_TRUE(silent.buf.empty());
+  Client second(port_);
+  EXPECT_EQ(status_of(second.request("GET", "/health")), 200);
+  EXPECT_TRUE(between.wait_closed());
+  EXPECT_EQ(server_->stats().idle_connections_evicted, 2u);
+  // The busy one was never taken, and the newest idle one still serves.
+  ASSERT_TRUE(held(0)->send(200, "text/plain", "kept"));
+  auto kept = busy.read_response();
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->body(), "kept");
+  EXPECT_EQ(status_of(second.request("GET", "/health")), 200);
+}
+
+// Idle connections cannot lock clients out: with the limit held by 600 idle ones, /health answers
+// every probe at once, and nothing in flight is cut (a stream, a handler still answering, a
+// request half received).
+TEST_F(HttpTest, IdleConnectionsCannotLockClientsOut) {
+  constexpr int kIdle = 600;
+  ASSERT_TRUE(allow_descriptors(2 * (kIdle + 64))) << "too few file descriptors for the test";
+  start();  // the default limit
+  const size_t limit = options().max_connections;
+  ASSERT_EQ(limit, 512u);
+  Client stream(port_);
+  ASSERT_TRUE(stream.send("GET /ticks HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(stream.read_until("data: tick 1\n\n"));
+  Client busy(port_);
+  ASSERT_TRUE(busy.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return held_count() == 1; }));
+  Client partial(port_);
+  ASSERT_TRUE(partial.send("GET /health HTTP/1.1\r\n"));
+
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    idle.push_back(std::make_unique<Client>(port_));
+    ASSERT_TRUE(idle.back()->connected()) << i;
+    if (i % 2 == 0) {
+      ASSERT_EQ(status_of(idle.back()->request("GET", "/health")), 200) << i;
+    }
+  }
+  const uint64_t over = 3 + kIdle - limit;
+  EXPECT_TRUE(eventually([&] { return server_->stats().idle_connections_evicted >= over; }));
+  EXPECT_EQ(server_->stats().idle_connections_evicted, over);
+  EXPECT_TRUE(idle.front()->wait_closed());                           // the longest idle
+  EXPECT_EQ(status_of(idle.back()->request("GET", "/health")), 200);  // the newest
+
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    Client probe(port_);
+    EXPECT_EQ(status_of(probe.request("GET", "/health")), 200) << i;
+    EXPECT_LT(Clock::now() - t0, 200ms) << i;
+  }
+
+  ASSERT_TRUE(partial.send("Host: x\r\n\r\n"));
+  EXPECT_EQ(status_of(partial.read_response()), 200);
+  ASSERT_TRUE(held(0)->send(200, "text/plain", "answered"));
+  auto answered = busy.read_response();
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(answered->body(), "answered");
+  release_ = true;
+  auto streamed = stream.read_response();
+  ASSERT_TRUE(streamed);
+  const std::string& body = streamed->body();
+  std::string whole;
+  for (size_t i = 0, at = 0; (at = body.find("data: tick", at)) != std::string::npos; ++i, ++at)
+    whole += "data: tick " + std::to_string(i) + "\n\n";
+  EXPECT_EQ(body, whole + "data: [DONE]\n\n");
 }
 
 // ---- access: Host names and content types --------------------------------------------------

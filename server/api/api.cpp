@@ -17,6 +17,7 @@
 #include "protocol/openai/responses_request.h"
 #include "server/api/anthropic_sink.h"
 #include "server/api/chat_job.h"
+#include "server/api/metrics.h"
 #include "server/api/openai_sink.h"
 #include "server/api/responses_sink.h"
 
@@ -30,41 +31,6 @@ constexpr const char* kJson = "application/json";
 constexpr int kRequestThreads = 2;
 // Engine failures in a row after which /health says "degraded".
 constexpr uint64_t kDegradedAfter = 3;
-
-using MetricWriter =
-    std::function<void(const char* name, const char* type, const char* help, double v)>;
-
-// The prompt cache: per-tier series with a `tier` label (memory, disk), then the disk's own.
-void prompt_cache_metrics(const PrefixCache& cache, const MetricWriter& metric, std::string* out) {
-  const MemoryCacheStats m = cache.memory_stats();
-  const DiskPrefixCache* disk = cache.disk();
-  const DiskCacheStats d = disk ? disk->stats() : DiskCacheStats{};
-  auto tiered = [&](const char* name, const char* type, const char* help, uint64_t mem,
-                    uint64_t on_disk) {
-    *out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0}{{tier=\"memory\"}} {3}\n", name, help,
-                        type, mem);
-    if (disk) *out += fmt::format("{}{{tier=\"disk\"}} {}\n", name, on_disk);
-  };
-  tiered("waste_prompt_cache_hits_total", "counter", "prompts that restored a snapshot", m.hits,
-         d.hits);
-  tiered("waste_prompt_cache_tokens_reused_total", "counter", "prompt tokens restored",
-         m.tokens_reused, d.tokens_reused);
-  tiered("waste_prompt_cache_evictions_total", "counter", "snapshots deleted to stay in bounds",
-         m.evictions, d.evictions);
-  tiered("waste_prompt_cache_bytes", "gauge", "bytes the snapshots take", m.bytes, d.bytes);
-  tiered("waste_prompt_cache_snapshots", "gauge", "snapshots kept", m.snapshots, d.snapshots);
-  metric("waste_prompt_cache_misses_total", "counter", "prompts no snapshot served",
-         (double)m.misses);
-  if (!disk) return;
-  metric("waste_prompt_cache_disk_writes_total", "counter", "snapshots written", (double)d.writes);
-  metric("waste_prompt_cache_disk_dropped_writes_total", "counter",
-         "snapshots not written (backlog full, or larger than the bound)",
-         (double)d.dropped_writes);
-  metric("waste_prompt_cache_disk_skipped_files_total", "counter",
-         "files that failed their checks and were deleted", (double)d.skipped_files);
-  metric("waste_prompt_cache_disk_ready", "gauge",
-         "1 once the folder is scanned, while the tier is on", d.ready && d.enabled ? 1 : 0);
-}
 
 std::string random_id(const char* prefix) {
   static thread_local std::mt19937_64 gen(std::random_device{}());
@@ -154,7 +120,8 @@ void Api::register_routes(http::Server& s) {
   s.route("GET", "/health", bind(&Api::health));
   s.route("GET", "/v1/models", bind(&Api::models));
   s.route("GET", "/v1/models/", bind(&Api::model));
-  s.route("GET", "/metrics", bind(&Api::metrics));
+  // The server outlives every call of its routes.
+  s.route("GET", "/metrics", [this, &s](const http::Request&, Writer w) { metrics(s.stats(), w); });
   s.route("POST", "/v1/chat/completions", prepared(&Api::chat));
   s.route("POST", "/v1/completions", prepared(&Api::completions));
   s.route("POST", "/v1/responses", prepared(&Api::responses));
@@ -240,50 +207,9 @@ void Api::model(const http::Request& r, Writer w) {
   w->send(200, kJson, model_json(model_->id, created_, model_->host.ctx()));
 }
 
-void Api::metrics(const http::Request&, Writer w) {
-  std::string out;
-  auto metric = [&](const char* name, const char* type, const char* help, double v) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
-  };
-  metric("waste_ready", "gauge", "1 once the model is loaded", ready_ ? 1 : 0);
-  metric("waste_requests_rejected_total", "counter", "requests refused with 429 (queue full)",
-         (double)rejected_);
-  if (ready_) {
-    const EngineWorker& worker = model_->worker;
-    const WorkerCounters& c = worker.counters();
-    ExpertStats st = model_->host.model().expert_stats();
-    metric("waste_requests_total", "counter", "generation requests taken by the engine",
-           (double)c.requests);
-    metric("waste_requests_failed_total", "counter", "requests that failed in the engine",
-           (double)c.failed);
-    metric("waste_requests_cancelled_total", "counter", "requests whose client went away",
-           (double)c.cancelled);
-    metric("waste_prompt_tokens_total", "counter", "prompt tokens", (double)c.prompt_tokens);
-    metric("waste_cached_prompt_tokens_total", "counter", "prompt tokens restored from snapshots",
-           (double)c.cached_tokens);
-    metric("waste_completion_tokens_total", "counter", "generated tokens",
-           (double)c.completion_tokens);
-    double decode_s = (double)c.decode_micros / 1e6;
-    metric("waste_decode_tokens_per_second", "gauge", "generated tokens per second of decoding",
-           decode_s > 0 ? (double)c.completion_tokens / decode_s : 0);
-    metric("waste_queue_depth", "gauge", "requests waiting", (double)worker.queue_depth());
-    metric("waste_busy", "gauge", "1 while a request is generating", worker.busy() ? 1 : 0);
-    metric("waste_expert_cache_hits_total", "counter", "expert records found in RAM",
-           (double)st.hits);
-    metric("waste_expert_cache_misses_total", "counter", "expert records read from disk",
-           (double)st.misses);
-    metric("waste_expert_bytes_read_total", "counter", "bytes of expert records read",
-           (double)st.bytes_read);
-    metric("waste_expert_cache_warmed_records", "gauge",
-           "expert records read into the cache at start from earlier runs' counts",
-           (double)st.warmed);
-    metric("waste_expert_cache_warm_seconds", "gauge", "how long warming the expert cache took",
-           st.warm_seconds);
-    metric("waste_prefix_snapshots", "gauge", "conversation snapshots kept for reuse",
-           (double)worker.prefix_cache().size());
-    prompt_cache_metrics(worker.prefix_cache(), metric, &out);
-  }
-  w->send(200, "text/plain; version=0.0.4", out);
+void Api::metrics(const http::ServerStats& http, const Writer& w) {
+  w->send(200, "text/plain; version=0.0.4",
+          metrics_text(ready_ ? model_.get() : nullptr, rejected_, http));
 }
 
 RequestLimits Api::limits() const {

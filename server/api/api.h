@@ -53,7 +53,7 @@ class Api {
   void health(const http::Request& r, Writer w);
   void models(const http::Request& r, Writer w);
   void model(const http::Request& r, Writer w);  // GET /v1/models/{id}
-  void metrics(const http::Request& r, Writer w);
+  void metrics(const http::ServerStats& http, const Writer& w);
   void chat(const std::string& body, const Writer& w);
   void completions(const std::string& body, const Writer& w);
   void responses(const std::string& body, const Writer& w);

@@ -122,6 +122,26 @@ std::string ServerShared::error_body(const std::string& path, int status,
   return opt.error_format(path, Refusal{status, message, code});
 }
 
+bool ServerShared::evict_idle(std::shared_ptr<Connection>* victim) {
+  for (;;) {
+    ConnectionSlot* oldest = nullptr;
+    int64_t since = 0;
+    for (auto& [id, slot] : conns) {
+      const int64_t t = slot.idle_since.load();
+      if (slot.admitted && t >= 0 && (!oldest || t < since)) {
+        oldest = &slot;
+        since = t;
+      }
+    }
+    if (!oldest) return false;
+    // Lost only to that connection beginning a request (or idling anew) since the scan.
+    if (!oldest->idle_since.compare_exchange_strong(since, ConnectionSlot::kEvicted)) continue;
+    oldest->admitted = false;
+    *victim = oldest->conn.lock();
+    return true;
+  }
+}
+
 bool ServerShared::on_io_thread() const {
   return std::find(io_threads.begin(), io_threads.end(), std::this_thread::get_id()) !=
          io_threads.end();
@@ -278,11 +298,11 @@ Connection::Connection(tcp::socket socket, std::shared_ptr<ServerShared> shared)
 }
 
 Connection::~Connection() {
-  if (id_ != 0) {
+  if (slot_) {
     {
       std::lock_guard lk(shared_->conn_mutex);
+      if (slot_->admitted) shared_->admitted--;
       shared_->conns.erase(id_);
-      if (admitted_) shared_->admitted--;
     }
     shared_->conn_cv.notify_all();
   }
@@ -310,15 +330,30 @@ void Connection::force_close() {
 }
 
 void Connection::do_start() {
+  std::shared_ptr<Connection> evicted;  // released after the lock: ~Connection takes it
+  bool admitted = false;
   {
     std::lock_guard lk(shared_->conn_mutex);
     if (shared_->stopping) return close_now();
     id_ = ++shared_->next_conn_id;
-    shared_->conns[id_] = weak_from_this();
-    admitted_ = shared_->admitted < shared_->opt.max_connections;
-    if (admitted_) shared_->admitted++;
+    slot_ = &shared_->conns[id_];
+    slot_->conn = weak_from_this();
+    admitted = shared_->admitted < shared_->opt.max_connections;
+    if (admitted)
+      shared_->admitted++;
+    else
+      admitted = shared_->evict_idle(&evicted);  // idle connections cannot lock clients out
+    slot_->admitted = admitted;
   }
-  if (!admitted_) {
+  if (evicted) {
+    if (shared_->evictions++ % 1000 == 0)
+      spdlog::warn(
+          "http: {} connections are open (--max-connections): closing the longest idle for {}; "
+          "{} so far",
+          shared_->opt.max_connections, remote_, shared_->evictions.load());
+    evicted->force_close();
+  }
+  if (!admitted) {
     if (shared_->refusals++ % 1000 == 0)  // a flood is logged, not every one of it
       spdlog::warn("http: refusing {}: {} connections are open (--max-connections); {} so far",
                    remote_, shared_->opt.max_connections, shared_->refusals.load());
@@ -363,7 +398,7 @@ void Connection::read_request(bool fresh) {
   const std::string_view b(static_cast<const char*>(buffer_.data().data()), buffer_.size());
   buffer_.consume(std::min(b.find_first_not_of("\r\n"), b.size()));
   if (buffer_.size() == 0) {
-    if (peer_eof_) return close_now();
+    if (peer_eof_ || !become_idle()) return close_now();
     return watch_peer();  // the request's first bytes are read raw, so empty lines can go
   }
   parser_.emplace();
@@ -413,6 +448,19 @@ void Connection::on_read_error(beast::error_code ec) {
       ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message;
   if (parse_error) return refuse(400, "malformed HTTP request: " + ec.message(), "");
   close_now();  // the client left or the socket failed: nobody to answer
+}
+
+bool Connection::become_idle() {
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  int64_t was = slot_->idle_since.load();
+  do {
+    if (was == ConnectionSlot::kEvicted) return false;
+  } while (!slot_->idle_since.compare_exchange_weak(was, now));
+  return true;
+}
+
+bool Connection::become_busy() {
+  return slot_->idle_since.exchange(ConnectionSlot::kBusy) != ConnectionSlot::kEvicted;
 }
 
 // Answers a request that will not be read to its end, then closes the connection.
@@ -567,7 +615,8 @@ void Connection::on_peer_read(beast::error_code ec, size_t n) {
       buffer_.consume(buffer_.size());
       return watch_peer();
     case Phase::kReading:
-      return read_request(false);  // the next request has begun
+      if (!become_busy()) return close_now();  // its place went to a newcomer just now
+      return read_request(false);              // the next request has begun
     case Phase::kClosed:
       return;
   }
@@ -715,6 +764,7 @@ void Connection::response_done() {
     // The pending watch brings the next request's first bytes; until then the connection is
     // idle and the idle deadline applies.
     phase_ = Phase::kReading;
+    if (!become_idle()) return close_now();
     arm(read_timer_, shared_->opt.read_timeout);
     return;
   }
@@ -743,6 +793,7 @@ void Connection::linger_close() {
 void Connection::close_now() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
+  if (slot_) become_busy();  // ending anyway: not one to evict
   beast::error_code ec;
   socket_.shutdown(tcp::socket::shutdown_both, ec);
   socket_.close(ec);

@@ -56,6 +56,20 @@ inline constexpr size_t kHighWater = 4u << 20;
 // path -> method -> handler
 using RouteTable = std::map<std::string, std::map<std::string, Handler>>;
 
+// One open connection as the server keeps track of it (ServerShared::conns); read and written
+// under conn_mutex but for `idle_since`.
+struct ConnectionSlot {
+  static constexpr int64_t kBusy = -1;     // reading or answering a request, closing, or new
+  static constexpr int64_t kEvicted = -2;  // its place went to a newcomer: it must close
+  std::weak_ptr<Connection> conn;
+  bool admitted = false;  // counted against Options::max_connections
+  // While the connection waits for a request with nothing of it received: since when
+  // (steady-clock ticks); else kBusy or kEvicted. The connection writes it on its strand; a
+  // newcomer at the cap claims the oldest one with a compare-and-swap, so a connection that has
+  // just begun a request is never taken.
+  std::atomic<int64_t> idle_since{kBusy};
+};
+
 // What one server's connections and writers share. Every connection and writer holds it, so
 // it outlives the io_context and anything a handler thread keeps.
 struct ServerShared {
@@ -73,12 +87,17 @@ struct ServerShared {
   // Live connections, so stop() can reach them and wait for them to end.
   std::mutex conn_mutex;
   std::condition_variable conn_cv;
-  std::map<uint64_t, std::weak_ptr<Connection>> conns;
+  std::map<uint64_t, ConnectionSlot> conns;
   uint64_t next_conn_id = 0;
   size_t admitted = 0;                // connections being served (refused ones are in `conns` only)
   std::atomic<uint64_t> refusals{0};  // connections refused for the limit
+  std::atomic<uint64_t> evictions{0};  // idle connections closed at the limit for a newcomer
 
   bool on_io_thread() const;
+  // Under conn_mutex, at the limit: passes the admission of the longest-idle connection to a
+  // newcomer, and gives that connection (null if it is already ending) to be closed outside the
+  // lock. False when no connection is idle.
+  bool evict_idle(std::shared_ptr<Connection>* victim);
   // A refusal's JSON body, in the shape of the API that `path` belongs to.
   std::string error_body(const std::string& path, int status, const std::string& message,
                          const std::string& code = "") const;
@@ -147,6 +166,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_header(beast::error_code ec);
   void on_body(beast::error_code ec);
   void on_read_error(beast::error_code ec);
+  // Moves `idle_since` of the slot; false once the connection was evicted (it must close).
+  bool become_idle();
+  bool become_busy();
   void dispatch();
   void route(const std::shared_ptr<Writer>& w);
   void watch_peer();
@@ -168,7 +190,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   std::shared_ptr<ServerShared> shared_;
   uint64_t id_ = 0;
-  bool admitted_ = false;  // counted against Options::max_connections
+  ConnectionSlot* slot_ = nullptr;  // in shared_->conns from do_start() until ~Connection
   tcp::socket socket_;
   net::steady_timer read_timer_;
   net::steady_timer write_timer_;

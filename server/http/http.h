@@ -71,11 +71,18 @@ struct Options {
   // rebinding DNS name.
   std::vector<std::string> allowed_hosts;
   int io_threads = 2;
-  size_t max_connections = 512;  // more are answered 503 and closed
+  // At the cap a newcomer takes the place of the longest-idle connection (one waiting for a
+  // request with nothing of it received), which is closed; with none idle it is answered 503.
+  size_t max_connections = 512;
   // A request not received in full this long after it began (or an idle connection) ends:
   // with 408 for a request half received.
   std::chrono::milliseconds read_timeout{60000};
   ErrorFormatter error_format;  // required
+};
+
+// What the server has done so far, for the daemon's /metrics.
+struct ServerStats {
+  uint64_t idle_connections_evicted = 0;  // closed at the connection cap to admit a newcomer
 };
 
 class Server {
@@ -89,7 +96,8 @@ class Server {
   void route(const std::string& method, const std::string& path, Handler h);
   // Binds and starts serving; throws with a clear message if the address cannot be bound.
   void start();
-  int port() const;  // the bound port (useful with port 0)
+  int port() const;           // the bound port (useful with port 0)
+  ServerStats stats() const;  // from any thread
   // Stops accepting and closes idle connections; responses in progress go on, and their
   // connections close once they end.
   void stop_accepting();

@@ -134,8 +134,8 @@ void Server::Impl::run_io() {
 std::vector<std::shared_ptr<Connection>> Server::Impl::live() {
   std::vector<std::shared_ptr<Connection>> out;
   std::lock_guard lk(shared->conn_mutex);
-  for (const auto& [id, weak] : shared->conns)
-    if (auto c = weak.lock()) out.push_back(std::move(c));
+  for (const auto& [id, slot] : shared->conns)
+    if (auto c = slot.conn.lock()) out.push_back(std::move(c));
   return out;  // released by the caller outside the lock: ~Connection takes it
 }
 
@@ -238,6 +238,10 @@ void Server::start() {
 
 int Server::port() const {
   return impl_->port;
+}
+
+ServerStats Server::stats() const {
+  return {impl_->shared->evictions.load()};
 }
 
 void Server::stop_accepting() {
