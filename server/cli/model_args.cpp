@@ -94,10 +94,20 @@ std::vector<int32_t> prompt_ids(const ModelHost& m, const Args& a) {
   if (!m.tokenizer())
     throw UsageFailure{"this container has no tokenizer.model; pass token ids with --ids"};
   std::string text = pos[1];
-  if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), {});
+  if (text == "-") text = read_stdin();
   std::vector<int32_t> out;
   for (int id : m.tokenizer()->encode_text(text)) out.push_back(id);
   return out;
+}
+
+std::string read_stdin() {
+  return std::string(std::istreambuf_iterator<char>(std::cin), {});
+}
+
+void write_token_ids(JsonWriter& w, std::span<const int32_t> ids) {
+  w.key("token_ids").begin_array();
+  for (int32_t id : ids) w.value((int64_t)id);
+  w.end_array();
 }
 
 std::string decode_text(const ModelHost& m, const std::vector<int32_t>& ids) {
