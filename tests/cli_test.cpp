@@ -136,6 +136,10 @@ TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
   EXPECT_NE(out.find("--temp: 'x' is not a number"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("run /nonexistent/m.waste --top-p 2"), &out), 2);
   EXPECT_NE(out.find("--top-p: 2 is out of range"), std::string::npos) << out;
+  EXPECT_EQ(
+      test::run_command(waste_cmd("download --repo a/b --dest /nonexistent/d --timeout 9x"), &out),
+      2);
+  EXPECT_NE(out.find("--timeout: '9x' is not a number"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("frobnicate"), &out), 2);
   EXPECT_EQ(test::run_command(waste_cmd("info /nonexistent/m.waste"), &out), 1);
   EXPECT_NE(out.find("/nonexistent/m.waste: not a container directory"), std::string::npos) << out;
