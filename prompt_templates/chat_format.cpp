@@ -9,7 +9,6 @@
 #include "prompt_templates/k3/k3_reply_parser.h"
 #include "prompt_templates/k3/k3_template.h"
 #include "prompt_templates/kimi_linear/kimi_linear_markup.h"
-#include "prompt_templates/kimi_linear/kimi_linear_reply_parser.h"
 #include "prompt_templates/kimi_linear/kimi_linear_template.h"
 #include "prompt_templates/raw_template.h"
 #include "prompt_templates/reply_grammar.h"
@@ -131,6 +130,11 @@ std::shared_ptr<const Grammar> ChatFormat::reply_grammar(const Conversation& c,
                 ? g->seq({value, g->literal(std::string(kimi_linear::kEnd))})
                 : value;
   return g;
+}
+
+std::optional<int32_t> ChatFormat::media_pad() const {
+  if (family_ != ChatFamily::kK3) return std::nullopt;
+  return tok_.find_special(k3::kMediaPad);
 }
 
 std::vector<int32_t> ChatFormat::forced_tool_call(const Conversation& c, bool thinking) const {

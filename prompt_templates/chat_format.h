@@ -71,6 +71,9 @@ class ChatFormat {
   std::vector<int32_t> forced_tool_call(const Conversation& c, bool thinking) const;
   // Ids that end the assistant's turn: the family's end-of-message token and eos.
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
+  // The id each image's media block holds once, for the caller to widen to the image's
+  // positions (K3's <|media_pad|>); none for a family without images.
+  std::optional<int32_t> media_pad() const;
 
  private:
   static std::optional<Conversation> preamble(const Conversation& c);

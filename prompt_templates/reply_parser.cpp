@@ -34,12 +34,6 @@ void ReplyParser::emit(std::vector<ReplyEvent>& out, ReplyEvent e) {
   out.push_back(std::move(e));
 }
 
-ParsedReply parse_reply(ReplyParser& parser, std::span<const TokenId> ids) {
-  for (TokenId id : ids) parser.push(id);
-  parser.finish();
-  return parser.reply();
-}
-
 TokenId require_special(const Tokenizer& tok, std::string_view text) {
   std::optional<TokenId> id = tok.find_special(text);
   if (!id) fail<FormatError>("tokenizer: no special token {} (not the expected tokenizer?)", text);

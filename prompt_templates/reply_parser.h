@@ -91,7 +91,4 @@ class TextReplyParser : public ReplyParser {
   StreamDecoder decoder_;
 };
 
-// The whole reply at once (push every id, then finish).
-ParsedReply parse_reply(ReplyParser& parser, std::span<const TokenId> ids);
-
 }  // namespace waste

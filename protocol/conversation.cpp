@@ -1,5 +1,7 @@
 #include "protocol/conversation.h"
 
+#include <fmt/format.h>
+
 namespace waste {
 
 bool is_function_name(std::string_view name) {
@@ -8,12 +10,21 @@ bool is_function_name(std::string_view name) {
                               "WXYZ0123456789_-.") == std::string_view::npos;
 }
 
+std::vector<ImagePart> image_parts(const Conversation& c) {
+  std::vector<ImagePart> out;
+  for (size_t i = 0; i < c.messages.size(); i++) {
+    const auto* parts = std::get_if<std::vector<ContentPart>>(&c.messages[i].content);
+    if (!parts) continue;
+    for (size_t j = 0; j < parts->size(); j++)
+      if ((*parts)[j].kind == ContentPart::Kind::kImage)
+        out.push_back({fmt::format("messages[{}].content[{}]", i, j), (*parts)[j].image_ref,
+                       c.messages[i].role});
+  }
+  return out;
+}
+
 bool has_images(const Conversation& c) {
-  for (const ChatMessage& m : c.messages)
-    if (const auto* parts = std::get_if<std::vector<ContentPart>>(&m.content))
-      for (const ContentPart& p : *parts)
-        if (p.kind == ContentPart::Kind::kImage) return true;
-  return false;
+  return !image_parts(c).empty();
 }
 
 }  // namespace waste

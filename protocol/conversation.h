@@ -92,4 +92,13 @@ bool is_function_name(std::string_view name);
 // Whether some message has an image part.
 bool has_images(const Conversation& c);
 
+// An image part and where it is, for errors: "messages[i].content[j]".
+struct ImagePart {
+  std::string where;
+  std::string ref;  // ContentPart::image_ref
+  Role role = Role::kUser;
+};
+// The image parts of `c` in prompt order.
+std::vector<ImagePart> image_parts(const Conversation& c);
+
 }  // namespace waste

@@ -1,4 +1,5 @@
 // `waste`: one executable for the daemon and its tools.
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -14,13 +15,21 @@ struct Command {
   const char* name;
   int (*run)(int, char**);
   const char* usage;
+  bool engine = false;    // it opens a model, so it takes the engine options too
+  const char* note = "";  // after the options
 };
 
-// The commands that open a model take the engine options (config/engine_options.h).
-bool takes_engine_options(const Command& c) {
-  for (const char* name : {"run", "eval", "chat", "bench"})
-    if (!std::strcmp(c.name, name)) return true;
-  return false;
+// The command's usage line; a model command's ends with every engine option of config/.
+std::string usage(const Command& c) {
+  std::string out = c.usage;
+  if (!c.engine) return out;
+  for (const auto& o : waste::engine_option_table()) {
+    std::string value;
+    if (!o.boolean)
+      for (char ch : o.doc.key) value += (char)std::toupper((unsigned char)ch);
+    out += " [" + o.doc.flag + (value.empty() ? "" : " " + value) + "]";
+  }
+  return out + c.note;
 }
 
 // `--help` or `-h` anywhere after the command: its usage, and for the model commands every
@@ -30,8 +39,8 @@ bool print_command_help(const Command& c, int argc, char** argv) {
   for (int i = 2; i < argc; ++i)
     asked = asked || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
   if (!asked || !std::strcmp(c.name, "serve")) return false;
-  std::printf("usage: %s\n", c.usage);
-  if (takes_engine_options(c)) {
+  std::printf("usage: %s\n", usage(c).c_str());
+  if (c.engine) {
     std::printf("\nengine options (each also an environment variable):\n");
     for (const auto& o : waste::engine_option_table())
       std::printf("  %-16s %-20s %s\n", o.doc.flag.c_str(), o.doc.env.c_str(), o.doc.help.c_str());
@@ -50,17 +59,15 @@ const Command kCommands[] = {
     {"verify", waste::cli::cmd_verify, "waste verify MODEL [--deep [--src DIR] [--threads N]]"},
     {"run", waste::cli::cmd_run,
      "waste run MODEL (PROMPT | --ids 1,2,3) [--image FILE]... [-n N] [--temp T] [--top-k K] "
-     "[--top-p P] [--seed S] "
-     "[--json] [--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
-     "[--policy lru|lfru|lfu|lrfu] [--verify]"},
+     "[--top-p P] [--seed S] [--json]",
+     true},
     {"eval", waste::cli::cmd_eval,
      "waste eval MODEL (PROMPT | --ids 1,2,3) [--image FILE]... [--top-k K] [--json] "
-     "[--dump-logits FILE] "
-     "[--threads N] [--ctx N] [--chunk N] [--budget B] [--lookahead N] [--io-threads N] "
-     "[--policy lru|lfru|lfu|lrfu] [--verify]"},
+     "[--dump-logits FILE]",
+     true},
     {"chat", waste::cli::cmd_chat,
-     "waste chat MODEL [--system TEXT] [-n N] [--temp T] [--seed S] [--no-thinking] [--threads N] "
-     "[--ctx N] [--budget B]   (/image FILE attaches an image to the next message)"},
+     "waste chat MODEL [--system TEXT] [-n N] [--temp T] [--seed S] [--no-thinking]", true,
+     "   (/image FILE attaches an image to the next message)"},
     {"tokenize", waste::cli::cmd_tokenize,
      "waste tokenize (MODEL | --tokenizer FILE [--specials FILE]) TEXT [--json]   (TEXT - reads "
      "stdin)"},
@@ -75,8 +82,9 @@ const Command kCommands[] = {
      "cache on disk; default folder as waste serve's)"},
     {"plan", waste::cli::cmd_plan, "waste plan MODEL [--ctx N] [--budget B] [--json]"},
     {"bench", waste::cli::cmd_bench,
-     "waste bench MODEL [--tokens N] [--prompt-tokens P] [--budget B] [--json] [--lookahead N] "
-     "[--io-threads N] [--policy P] [--threads N] [--disk-reads N] [--no-resident]"},
+     "waste bench MODEL [--tokens N] [--prompt-tokens P] [--json] [--disk-reads N] "
+     "[--no-resident]",
+     true},
     {"cachesim", waste::cli::cmd_cachesim,
      "waste cachesim TRACE [--experts N] [--percent 3,6,12] [--json]"},
     {"synth", waste::cli::cmd_synth,
@@ -92,7 +100,7 @@ const Command kCommands[] = {
 
 void print_usage(FILE* f) {
   std::fprintf(f, "usage:\n");
-  for (const Command& c : kCommands) std::fprintf(f, "  %s\n", c.usage);
+  for (const Command& c : kCommands) std::fprintf(f, "  %s\n", usage(c).c_str());
 }
 
 }  // namespace
@@ -108,7 +116,8 @@ int main(int argc, char** argv) {
     try {
       return c.run(argc, argv);
     } catch (const waste::cli::UsageFailure& u) {
-      std::fprintf(stderr, "waste %s: %s\nusage: %s\n", c.name, u.message.c_str(), c.usage);
+      std::fprintf(stderr, "waste %s: %s\nusage: %s\n", c.name, u.message.c_str(),
+                   usage(c).c_str());
       return 2;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "waste %s: %s\n", c.name, e.what());

@@ -58,6 +58,31 @@ TEST(Api, ReportsLoadingAndRefusesWorkUntilReady) {
   EXPECT_NE(metrics.body.find("waste_ready 0"), std::string::npos) << metrics.body;
 }
 
+// One choice of error shape per path, for the routes' own errors and the HTTP layer's alike: the
+// Messages API answers in Anthropic's shape, every other path in OpenAI's.
+TEST(Api, TheErrorShapeFollowsThePath) {
+  EXPECT_EQ(error_shape("/v1/messages"), ErrorShape::kAnthropic);
+  EXPECT_EQ(error_shape("/v1/messages/count_tokens"), ErrorShape::kAnthropic);
+  EXPECT_EQ(error_shape("/v1/chat/completions"), ErrorShape::kOpenAi);
+  EXPECT_EQ(error_shape("/v1/responses"), ErrorShape::kOpenAi);
+  Served s;  // never asked to load: every POST is refused by its route
+  const int port = s.server.port();
+  const std::string anthropic = R"({"type":"error","error":{"type":"overloaded_error")";
+  for (const char* path : {"/v1/messages", "/v1/messages/count_tokens"}) {
+    test::HttpResponse r = test::http_request(port, "POST", path, "{}");
+    EXPECT_EQ(r.status, 503) << path;
+    EXPECT_TRUE(r.body.starts_with(anthropic)) << path << ": " << r.body;
+  }
+  test::HttpResponse c = test::http_request(port, "POST", "/v1/chat/completions", "{}");
+  EXPECT_TRUE(c.body.starts_with(R"({"error":{)")) << c.body;
+  // The HTTP layer's own refusal (no such route) takes the same shapes.
+  test::HttpResponse unknown = test::http_request(port, "GET", "/v1/messages/nope");
+  EXPECT_GE(unknown.status, 400);
+  EXPECT_TRUE(unknown.body.starts_with(R"({"type":"error")")) << unknown.body;
+  unknown = test::http_request(port, "GET", "/v1/nope");
+  EXPECT_TRUE(unknown.body.starts_with(R"({"error":{)")) << unknown.body;
+}
+
 TEST(Api, AFailedLoadIsReportedByHealth) {
   Served s;
   http::Server& server = s.server;

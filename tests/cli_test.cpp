@@ -131,6 +131,15 @@ TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
   EXPECT_NE(out.find("unknown option --bogus"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("info x --ctx abc"), &out), 2);
   EXPECT_NE(out.find("'abc' is not an integer"), std::string::npos) << out;
+  // Numbers are read before the model opens, and the refusal names the flag.
+  EXPECT_EQ(test::run_command(waste_cmd("chat /nonexistent/m.waste --temp x"), &out), 2);
+  EXPECT_NE(out.find("--temp: 'x' is not a number"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(waste_cmd("run /nonexistent/m.waste --top-p 2"), &out), 2);
+  EXPECT_NE(out.find("--top-p: 2 is out of range"), std::string::npos) << out;
+  EXPECT_EQ(
+      test::run_command(waste_cmd("download --repo a/b --dest /nonexistent/d --timeout 9x"), &out),
+      2);
+  EXPECT_NE(out.find("--timeout: '9x' is not a number"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("frobnicate"), &out), 2);
   EXPECT_EQ(test::run_command(waste_cmd("info /nonexistent/m.waste"), &out), 1);
   EXPECT_NE(out.find("/nonexistent/m.waste: not a container directory"), std::string::npos) << out;
@@ -165,6 +174,15 @@ TEST(Cli, EveryCommandAnswersHelp) {
   std::string out;
   ASSERT_EQ(test::run_command(waste_cmd("run --help"), &out), 0);
   EXPECT_NE(out.find("WASTE_IO_BACKEND"), std::string::npos) << out;
+  // Each model command's usage line lists every engine option, from the one table.
+  for (const char* c : {"run", "eval", "chat", "bench"}) {
+    ASSERT_EQ(test::run_command(waste_cmd(std::string(c) + " --help"), &out), 0) << c;
+    const std::string line = out.substr(0, out.find('\n'));
+    for (const char* o : {"[--budget BUDGET]", "[--ctx CTX]", "[--threads THREADS]",
+                          "[--chunk CHUNK]", "[--lookahead LOOKAHEAD]", "[--io-threads IO_THREADS]",
+                          "[--io-backend IO_BACKEND]", "[--policy POLICY]", "[--verify]"})
+      EXPECT_NE(line.find(o), std::string::npos) << c << ": " << o << " in " << line;
+  }
 }
 
 // `waste render` and `waste tokenize` on the real K3 tokenizer reproduce the release's encoder.

@@ -14,9 +14,9 @@
 #include "engine/format/container.h"
 #include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "prompt_templates/chat_format.h"
 #include "prompt_templates/k3/k3_reply_parser.h"
 #include "prompt_templates/k3/k3_template.h"
-#include "prompt_templates/kimi_linear/kimi_linear_reply_parser.h"
 #include "prompt_templates/reply_parser.h"
 #include "protocol/json/python_json.h"
 #include "protocol/openai/request.h"
@@ -120,6 +120,13 @@ void collect(Collected& c, const std::vector<ReplyEvent>& events) {
     }
     c.events.push_back(e);
   }
+}
+
+// The whole reply at once (push every id, then finish).
+ParsedReply parse_reply(ReplyParser& parser, const Ids& ids) {
+  for (TokenId id : ids) parser.push(id);
+  parser.finish();
+  return parser.reply();
 }
 
 Collected stream(ReplyParser& p, const Ids& ids, bool finish = true) {
@@ -551,24 +558,21 @@ TEST(KimiLinearReply, ContentUntilImEnd) {
   ids.push_back(*t.find_special("<|im_end|>"));
   for (TokenId id : t.encode_text("ignored")) ids.push_back(id);
 
-  KimiLinearReplyParser p(t);
-  const Collected c = stream(p, ids);
+  // The parser the daemon uses: the family's, chosen by the tokenizer's specials.
+  const ChatFormat format(t, std::nullopt, ChatDefaults{});
+  ASSERT_EQ(format.family(), ChatFamily::kKimiLinear);
+  std::unique_ptr<ReplyParser> p = format.parser(false, 1);
+  const Collected c = stream(*p, ids);
   EXPECT_EQ(c.content, "Grüße 日本 ok");
-  EXPECT_EQ(p.reply().content, c.content);
-  EXPECT_TRUE(p.reply().end_of_message);
-  EXPECT_TRUE(p.reply().tool_calls.empty());
+  EXPECT_EQ(p->reply().content, c.content);
+  EXPECT_TRUE(p->reply().end_of_message);
+  EXPECT_TRUE(p->reply().tool_calls.empty());
   EXPECT_EQ(c.ends, 1);
 
-  KimiLinearReplyParser cut(t);
-  const ParsedReply r = parse_reply(cut, Ids(ids.begin(), ids.begin() + 3));  // "Gr" + half of ü
+  std::unique_ptr<ReplyParser> cut = format.parser(false, 1);
+  const ParsedReply r = parse_reply(*cut, Ids(ids.begin(), ids.begin() + 3));  // "Gr" + half of ü
   EXPECT_EQ(r.content, "Gr\xef\xbf\xbd");
   EXPECT_FALSE(r.end_of_message);
-}
-
-TEST(KimiLinearReply, NeedsAnEndToken) {
-  EXPECT_THROW(KimiLinearReplyParser p(k3()), FormatError);
-  KimiLinearReplyParser p(k3(), special("<|end_of_msg|>"));
-  EXPECT_TRUE(p.push(special("<|end_of_msg|>")).back().end_of_message);
 }
 
 }  // namespace

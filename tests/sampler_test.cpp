@@ -153,6 +153,14 @@ TEST(Sampler, UnseededRequestsGetDistinctReportedSeeds) {
   EXPECT_EQ(draws(a, logits, 50), draws(replay, logits, 50));
 }
 
+// A reply's seed: the request's wins over the server's, and only with neither is one drawn.
+TEST(Sampler, ReplySeedPrefersTheRequestThenTheServer) {
+  EXPECT_EQ(reply_seed(5, 9), 5u);
+  EXPECT_EQ(reply_seed(0, 9), 0u);  // a request's seed 0 is a seed, not "none"
+  EXPECT_EQ(reply_seed(std::nullopt, 9), 9u);
+  EXPECT_NE(reply_seed(std::nullopt), reply_seed(std::nullopt));
+}
+
 TEST(Sampler, DistributionMatchesSoftmaxAtTemperatureOne) {
   std::vector<float> logits = {2.0f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, 1.5f, 0.25f, -2.0f, 0.75f};
   expect_matches(draws(seeded(1.0f), logits, 20000), softmax(logits, 1.0));

@@ -76,8 +76,7 @@ class VisionPromptTest : public ::testing::Test {
     for (const std::string& png : pngs) list.push_back(prepare_image(bytes_of(png), enc, {}, "t"));
     Prompt p;
     p.images = std::make_unique<PromptImages>(enc, std::move(list));
-    RenderedPrompt rp = format_->render(r, p.images->media_prompts());
-    p.images->place(rp.ids, rp.snapshots, (int32_t)enc.config().placeholder_id);
+    RenderedPrompt rp = render_with_images(*format_, r, p.images.get());
     p.ids = std::move(rp.ids);
     p.snapshots = rp.snapshots;
     return p;
@@ -154,6 +153,19 @@ TEST_F(VisionPromptTest, MediaBlockIsWidenedToTheImagePositions) {
       EXPECT_EQ(p.images->keys()[i], (uint64_t)p.ids[i]);
     }
   }
+}
+
+// The pad an image's block holds comes from the family: K3's <|media_pad|>, which the synthetic
+// vision.json names too; a family without images (raw text here: no specials) has none.
+TEST_F(VisionPromptTest, TheChatFormatNamesTheMediaPad) {
+  ImageEncoder enc(*c_);
+  ASSERT_TRUE(format_->media_pad().has_value());
+  EXPECT_EQ(format_->media_pad(), tok_->find_special("<|media_pad|>"));
+  EXPECT_EQ(*format_->media_pad(), enc.config().placeholder_id);
+  const Tokenizer plain(*c_->tokenizer_path(), {});
+  const ChatFormat raw(plain, std::nullopt, ChatDefaults{});
+  ASSERT_EQ(raw.family(), ChatFamily::kRaw);
+  EXPECT_FALSE(raw.media_pad().has_value());
 }
 
 TEST_F(VisionPromptTest, UserTextCannotForgeOrConsumeImageSlots) {

@@ -30,19 +30,6 @@ std::string specials_json(std::vector<SpecialToken> t) {
   return s + "]\n";
 }
 
-// The plain-conversation template of the original's chat-k3.json (thinking off).
-std::string k3_chat_json() {
-  auto role = [](const char* r) {
-    return fmt::format("<|open|>message role=\\\"{}\\\"<|sep|>", r);
-  };
-  const std::string close = "<|close|>message<|sep|><|end_of_msg|>";
-  const std::string open = role("assistant") + "<|open|>response<|sep|>";
-  return fmt::format(
-      "{{\n \"system\": [\"{}\", \"{}\"],\n \"user\": [\"{}\", \"{}\"],\n"
-      " \"assistant\": [\"{}\", \"<|close|>response<|sep|>{}\"],\n \"open\": \"{}\"\n}}\n",
-      role("system"), close, role("user"), close, open, close, open);
-}
-
 // vision.json: the release's vision_config (keys without a leading '_') plus the engine's keys.
 std::string vision_json(const ConvertPlan& p, const fs::path& src,
                         const std::function<void(const std::string&)>& log) {
@@ -114,7 +101,6 @@ void write_side_files(const fs::path& src, const fs::path& out, const ConvertPla
     log(fmt::format("{}: no specials read; the container has no specials.json", tc.string()));
   if (fs::exists(src / "chat_template.jinja"))
     copy_atomic(src / "chat_template.jinja", out / "chat_template.jinja");
-  if (plan.arch == "kimi-k3") write_file_atomic(out / "chat.json", k3_chat_json());
   if (plan.nested && plan.outer_json.find("\"vision_config\"") != std::string::npos)
     write_file_atomic(out / "vision.json", vision_json(plan, src, log));
 }

@@ -1,5 +1,5 @@
 // The side files of a converted container, made from the release's own files (docs/CONVERTER.md
-// §1.6): tokenizer.model, specials.json, chat_template.jinja, chat.json (K3) and vision.json.
+// §1.6): tokenizer.model, specials.json, chat_template.jinja and vision.json.
 #pragma once
 
 #include <filesystem>

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <fmt/format.h>
-
 namespace waste {
 
 namespace {
@@ -87,13 +85,6 @@ MemoryPlan plan_memory(const Manifest& m, int64_t ctx, int threads) {
   p.working_set_bytes = p.record_bytes * (uint64_t)c.top_k * m.banks.size();
   p.floor_bytes = p.trunk_bytes + p.state_bytes + p.scratch_bytes + p.min_cache_bytes;
   return p;
-}
-
-std::string human_bytes(uint64_t n) {
-  if (n >= (1ull << 30)) return fmt::format("{:.2f} GiB", (double)n / (1ull << 30));
-  if (n >= (1ull << 20)) return fmt::format("{:.2f} MiB", (double)n / (1ull << 20));
-  if (n >= (1ull << 10)) return fmt::format("{:.1f} KiB", (double)n / (1ull << 10));
-  return fmt::format("{} B", n);
 }
 
 }  // namespace waste

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "engine/format/manifest.h"
 
@@ -35,8 +34,5 @@ constexpr int64_t kHeadsPerUnit = 8;
 
 // `threads`: the compute threads the engine runs (ThreadPool::resolve of the option).
 MemoryPlan plan_memory(const Manifest& m, int64_t ctx, int threads);
-
-// "1.23 GiB" style.
-std::string human_bytes(uint64_t n);
 
 }  // namespace waste

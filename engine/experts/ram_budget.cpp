@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/base/error.h"
+#include "engine/base/human_bytes.h"
 
 namespace waste {
 

@@ -224,11 +224,6 @@ void Container::load_codebooks() {
   for (int b = 0; b < n_codebooks_; b++) book_ptrs_[b] = codebooks_t_.data() + b * per;
 }
 
-const float* Container::codebook_t(int64_t id) const {
-  if (id < 0 || id >= n_codebooks_) fail("codebook {} does not exist", id);
-  return book_ptrs_[id];
-}
-
 VqBooks Container::books(int64_t base, int kind) const {
   const ExpertQuant& q = manifest_.quant;
   int64_t first = base + kind * q.stages;
@@ -264,8 +259,6 @@ void Container::load_side_files() {
     specials_ = parse_specials(read_small_file(sp, kMaxSideFileBytes), sp.string(), config().vocab);
   if (fs::exists(dir_ / "vision.json"))
     vision_json_ = read_small_file(dir_ / "vision.json", kMaxSideFileBytes);
-  if (fs::exists(dir_ / "chat.json"))
-    chat_json_ = read_small_file(dir_ / "chat.json", kMaxSideFileBytes);
 }
 
 std::optional<fs::path> Container::tokenizer_path() const {

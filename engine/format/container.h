@@ -43,9 +43,8 @@ class Container {
   // Row `token` of the embedding, as f32 (read from disk when the table is not resident).
   void embedding_row(int64_t token, float* out) const;
 
-  // Codebook `id` as f32, subnormals flushed, transposed to [vec_dim][entries].
+  // The codebooks are f32, subnormals flushed, each transposed to [vec_dim][entries].
   int n_codebooks() const { return n_codebooks_; }
-  const float* codebook_t(int64_t id) const;
   VqBooks books(int64_t base, int kind) const;  // kind: 0 gate, 1 up, 2 down
 
   const ExpertBank& bank(int layer) const;
@@ -53,7 +52,6 @@ class Container {
   const std::vector<SpecialToken>& specials() const { return specials_; }
   std::optional<std::filesystem::path> tokenizer_path() const;
   const std::optional<std::string>& vision_json() const { return vision_json_; }
-  const std::optional<std::string>& chat_json() const { return chat_json_; }
 
   uint64_t trunk_file_bytes() const { return trunk_file_bytes_; }
   // FNV-1a of manifest.json: names the exact container a session was computed with.
@@ -86,7 +84,7 @@ class Container {
   std::vector<const float*> book_ptrs_;
   std::map<int, std::unique_ptr<ExpertBank>> banks_;
   std::vector<SpecialToken> specials_;
-  std::optional<std::string> vision_json_, chat_json_;
+  std::optional<std::string> vision_json_;
 };
 
 }  // namespace waste

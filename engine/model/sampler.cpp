@@ -381,6 +381,11 @@ uint64_t random_seed() {
   return (uint64_t)rd() << 32 | rd();
 }
 
+uint64_t reply_seed(std::optional<uint64_t> requested, std::optional<uint64_t> fallback) {
+  if (requested) return *requested;
+  return fallback ? *fallback : random_seed();
+}
+
 void validate(const SamplerParams& p, int vocab) {
   if (vocab <= 0) fail<UsageError>("sampler vocab must be positive (got {})", vocab);
   if (!(p.temperature >= 0 && std::isfinite(p.temperature)))
@@ -408,7 +413,7 @@ void validate(const SamplerParams& p, int vocab) {
 Sampler::Sampler(SamplerParams p, int vocab)
     : p_(validated(std::move(p), vocab)),
       vocab_(vocab),
-      seed_(p_.seed ? *p_.seed : random_seed()),
+      seed_(reply_seed(p_.seed)),
       rng_(seed_),
       k_(choose_kernels()) {
   size_t padded = (size_t)(vocab + kBlock - 1) / kBlock * kBlock;

@@ -66,6 +66,9 @@ void validate(const SamplerParams& p, int vocab);
 
 // A fresh seed from the system's entropy source, as a Sampler draws when given none.
 uint64_t random_seed();
+// The seed of one reply, for its sampler and the call ids its parser draws alike: the request's,
+// else `fallback` (a server's --seed), else a fresh random_seed().
+uint64_t reply_seed(std::optional<uint64_t> requested, std::optional<uint64_t> fallback = {});
 
 // One per request: it owns the request's random stream and scratch buffers sized for the
 // vocabulary, so calls do not allocate after the first; not safe to share between threads.

@@ -88,11 +88,6 @@ std::shared_ptr<const std::vector<float>> ImageEncoder::encode(const Preprocesse
   return rows;
 }
 
-bool ImageEncoder::tower_loaded() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return tower_ != nullptr;
-}
-
 uint64_t ImageEncoder::tower_runs() const {
   std::lock_guard<std::mutex> lock(mu_);
   return runs_;

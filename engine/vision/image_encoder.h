@@ -51,7 +51,6 @@ class ImageEncoder {
   std::shared_ptr<const std::vector<float>> encode(const PreprocessedImage& img, uint64_t key,
                                                    ThreadPool& pool);
 
-  bool tower_loaded() const;
   uint64_t tower_runs() const;  // encodes that ran the tower (not served from the cache)
 
  private:

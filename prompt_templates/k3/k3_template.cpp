@@ -441,19 +441,6 @@ std::string k3_image_prompt(int width, int height) {
                      k3::kMediaPad, k3::kMediaEnd);
 }
 
-std::vector<std::string> k3_image_refs(const Conversation& request) {
-  std::vector<std::string> out;
-  for (const ChatMessage& m : k3_reorder_tool_results(request.messages)) {
-    if (m.role == Role::kSystem && !m.tools.empty()) continue;  // its content is not rendered
-    if (const auto* parts = std::get_if<std::vector<ContentPart>>(&m.content)) {
-      for (const ContentPart& p : *parts) {
-        if (p.kind == ContentPart::Kind::kImage) out.push_back(p.image_ref);
-      }
-    }
-  }
-  return out;
-}
-
 std::vector<Segment> render_k3(const Conversation& request, const K3RenderOptions& options) {
   const bool thinking = k3_thinking(request, options);
   const std::optional<std::string> effort = effective_effort(request, options);

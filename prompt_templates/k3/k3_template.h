@@ -45,9 +45,6 @@ bool k3_thinking(const Conversation& request, const K3RenderOptions& options = {
 // original pixel size.
 std::string k3_image_prompt(int width, int height);
 
-// The references of the image parts in the order render_k3 consumes image prompts.
-std::vector<std::string> k3_image_refs(const Conversation& request);
-
 // Each run of consecutive tool messages whose every tool_call_id names a call of the latest
 // assistant message is stably sorted into call order, and its messages take the call's
 // function name (`tool`, and `name` if set); any other run stays as it is. Idempotent.

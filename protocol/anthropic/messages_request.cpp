@@ -286,14 +286,12 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   int64_t cap = limits.max_tokens_cap > 0 ? limits.max_tokens_cap : INT32_MAX;
   g.max_tokens = root.required("max_tokens").integer(1, cap);
   SamplerParams& sp = g.sampler;
-  if (std::optional<Field> t = root.get("temperature")) sp.temperature = (float)t->number(0, 1);
-  if (std::optional<Field> p = root.get("top_p")) {
-    sp.top_p = (float)p->number(0, 1);
-    if (!(sp.top_p > 0)) p->refuse("must be greater than 0");
-  }
-  if (std::optional<Field> k = root.get("top_k")) sp.top_k = (int)k->integer(0, 1 << 24);
+  sp.temperature = (float)root.get_number("temperature", 0, 1).value_or(sp.temperature);
+  sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(sp.top_p);
+  if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");
+  sp.top_k = (int)root.get_integer("top_k", 0, 1 << 24).value_or(sp.top_k);
   g.stop = parse_stops(root);
-  if (std::optional<Field> s = root.get("stream")) g.stream = s->boolean();
+  g.stream = root.get_boolean("stream").value_or(false);
   g.include_usage = true;  // Anthropic streams always carry usage
   return g;
 }

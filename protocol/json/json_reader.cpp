@@ -56,6 +56,26 @@ bool Field::has(std::string_view key) const {
   return object().at_key(key).get(v) == simdjson::SUCCESS;
 }
 
+std::optional<std::string> Field::get_string(std::string_view key) const {
+  std::optional<Field> f = get(key);
+  return f ? std::optional<std::string>(f->string()) : std::nullopt;
+}
+
+std::optional<bool> Field::get_boolean(std::string_view key) const {
+  std::optional<Field> f = get(key);
+  return f ? std::optional<bool>(f->boolean()) : std::nullopt;
+}
+
+std::optional<int64_t> Field::get_integer(std::string_view key, int64_t lo, int64_t hi) const {
+  std::optional<Field> f = get(key);
+  return f ? std::optional<int64_t>(f->integer(lo, hi)) : std::nullopt;
+}
+
+std::optional<double> Field::get_number(std::string_view key, double lo, double hi) const {
+  std::optional<Field> f = get(key);
+  return f ? std::optional<double>(f->number(lo, hi)) : std::nullopt;
+}
+
 Field Field::required(std::string_view key) const {
   if (std::optional<Field> f = get(key)) return *f;
   throw ApiError(400, fmt::format("{}: missing", child_path(key)), child_path(key));

@@ -41,6 +41,11 @@ class Field {
   Field required(std::string_view key) const;
   // Whether the object has `key` at all, even as null.
   bool has(std::string_view key) const;
+  // The member `key` read as below; nullopt when it is absent or null.
+  std::optional<std::string> get_string(std::string_view key) const;
+  std::optional<bool> get_boolean(std::string_view key) const;
+  std::optional<int64_t> get_integer(std::string_view key, int64_t lo, int64_t hi) const;
+  std::optional<double> get_number(std::string_view key, double lo, double hi) const;
 
   std::string string() const;  // must be a string
   bool boolean() const;        // must be true or false

@@ -15,12 +15,6 @@ using json::Field;
 
 namespace {
 
-std::optional<std::string> get_string(const Field& obj, std::string_view key) {
-  std::optional<Field> f = obj.get(key);
-  if (!f) return std::nullopt;
-  return f->string();
-}
-
 // ---- the conversation ------------------------------------------------------------------------
 
 std::vector<Tool> parse_tools(const Field& list) {
@@ -51,7 +45,7 @@ std::string image_ref(const Field& part, const std::string& type) {
   if (v->is_string()) return v->string();
   v->expect_object();
   for (std::string_view k : {"url", "path", "data"})
-    if (std::optional<std::string> s = get_string(*v, k); s && !s->empty()) return *s;
+    if (std::optional<std::string> s = v->get_string(k); s && !s->empty()) return *s;
   throw ApiError(400, fmt::format("{}.url: missing the image reference", v->path()),
                  v->path() + ".url");
 }
@@ -88,7 +82,7 @@ MessageContent parse_content(const Field& msg) {
 ToolCall parse_tool_call(const Field& call) {
   call.expect_object();
   ToolCall out;
-  out.id = get_string(call, "id");
+  out.id = call.get_string("id");
   // OpenAI nests name and arguments under `function`; a flat call carries them itself.
   Field fn = call.get("function").value_or(call);
   out.name = fn.required("name").string();
@@ -111,7 +105,7 @@ ChatMessage parse_message(const Field& msg) {
   ChatMessage out;
   out.role = parse_role(msg);
   out.content = parse_content(msg);
-  out.name = get_string(msg, "name");
+  out.name = msg.get_string("name");
   if (std::optional<Field> calls = msg.get("tool_calls")) {
     std::vector<Field> items = calls->items();
     if (!items.empty() && out.role != Role::kAssistant)
@@ -124,13 +118,13 @@ ChatMessage parse_message(const Field& msg) {
     out.tool_calls.push_back(parse_tool_call(*call));
   }
   // The encoder's `reasoning_content or reasoning`.
-  std::optional<std::string> reasoning = get_string(msg, "reasoning_content");
-  std::optional<std::string> alias = get_string(msg, "reasoning");
+  std::optional<std::string> reasoning = msg.get_string("reasoning_content");
+  std::optional<std::string> alias = msg.get_string("reasoning");
   out.reasoning_content = reasoning && !reasoning->empty() ? *reasoning : alias.value_or("");
-  out.tool_call_id = get_string(msg, "tool_call_id");
-  std::optional<std::string> id = get_string(msg, "id");
+  out.tool_call_id = msg.get_string("tool_call_id");
+  std::optional<std::string> id = msg.get_string("id");
   if (!out.tool_call_id && out.role == Role::kTool) out.tool_call_id = id;
-  out.tool = get_string(msg, "tool");
+  out.tool = msg.get_string("tool");
   if (!out.tool && out.role == Role::kTool && msg.required("role").string() == "function")
     out.tool = out.name;  // a legacy function result names its function
   if (std::optional<Field> tools = msg.get("tools"); tools && out.role == Role::kSystem)
@@ -145,11 +139,6 @@ std::vector<ChatMessage> parse_messages(const Field& root) {
   std::vector<ChatMessage> out;
   for (const Field& m : items) out.push_back(parse_message(m));
   return out;
-}
-
-bool boolean_or(const Field& root, std::string_view key, bool def) {
-  std::optional<Field> f = root.get(key);
-  return f ? f->boolean() : def;
 }
 
 // json_schema.schema, else json_schema.json_schema, else json_schema itself (a key that is
@@ -272,17 +261,6 @@ Conversation parse_conversation(const Field& root) {
 
 // ---- generation parameters -------------------------------------------------------------------
 
-double number_or(const Field& root, std::string_view key, double def, double lo, double hi) {
-  std::optional<Field> f = root.get(key);
-  return f ? f->number(lo, hi) : def;
-}
-
-std::optional<int64_t> integer(const Field& root, std::string_view key, int64_t lo, int64_t hi) {
-  std::optional<Field> f = root.get(key);
-  if (!f) return std::nullopt;
-  return f->integer(lo, hi);
-}
-
 std::vector<std::string> parse_stops(const Field& root) {
   std::optional<Field> f = root.get("stop");
   if (!f) return {};
@@ -328,8 +306,8 @@ std::vector<std::pair<int, float>> parse_logit_bias(const Field& root, int vocab
 
 // Chat's `logprobs` (a boolean) and `top_logprobs`, as SamplerParams::logprobs.
 int chat_logprobs(const Field& root) {
-  const bool on = boolean_or(root, "logprobs", false);
-  std::optional<int64_t> top = integer(root, "top_logprobs", 0, 20);
+  const bool on = root.get_boolean("logprobs").value_or(false);
+  std::optional<int64_t> top = root.get_integer("top_logprobs", 0, 20);
   if (top && !on) throw ApiError(400, "top_logprobs: needs logprobs set to true", "top_logprobs");
   return on ? (int)top.value_or(0) : -1;
 }
@@ -338,26 +316,26 @@ int chat_logprobs(const Field& root) {
 GenerationParams parse_params(const Field& root, const RequestLimits& limits,
                               int64_t least_tokens = 1) {
   GenerationParams g;
-  if (std::optional<std::string> m = get_string(root, "model")) g.model = *m;
+  if (std::optional<std::string> m = root.get_string("model")) g.model = *m;
   SamplerParams& sp = g.sampler;
-  sp.temperature = (float)number_or(root, "temperature", 1.0, 0, 2);
-  sp.top_p = (float)number_or(root, "top_p", 1.0, 0, 1);
+  sp.temperature = (float)root.get_number("temperature", 0, 2).value_or(1.0);
+  sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(1.0);
   if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");
-  sp.top_k = (int)integer(root, "top_k", 0, 1 << 24).value_or(0);
-  sp.min_p = (float)number_or(root, "min_p", 0.0, 0, 1);
-  sp.presence_penalty = (float)number_or(root, "presence_penalty", 0, -2, 2);
-  sp.frequency_penalty = (float)number_or(root, "frequency_penalty", 0, -2, 2);
-  sp.repetition_penalty = (float)number_or(root, "repetition_penalty", 1, 0.01, 100);
-  if (auto seed = integer(root, "seed", INT64_MIN, INT64_MAX)) sp.seed = (uint64_t)*seed;
+  sp.top_k = (int)root.get_integer("top_k", 0, 1 << 24).value_or(0);
+  sp.min_p = (float)root.get_number("min_p", 0, 1).value_or(0.0);
+  sp.presence_penalty = (float)root.get_number("presence_penalty", -2, 2).value_or(0);
+  sp.frequency_penalty = (float)root.get_number("frequency_penalty", -2, 2).value_or(0);
+  sp.repetition_penalty = (float)root.get_number("repetition_penalty", 0.01, 100).value_or(1);
+  if (auto seed = root.get_integer("seed", INT64_MIN, INT64_MAX)) sp.seed = (uint64_t)*seed;
   sp.logit_bias = parse_logit_bias(root, limits.vocab);
   int64_t cap = limits.max_tokens_cap > 0 ? limits.max_tokens_cap : INT64_MAX;
-  g.max_tokens = integer(root, "max_completion_tokens", least_tokens, cap);
-  if (!g.max_tokens) g.max_tokens = integer(root, "max_tokens", least_tokens, cap);
-  if (std::optional<int64_t> n = integer(root, "n", 1, limits.max_n)) g.n = (int)*n;
+  g.max_tokens = root.get_integer("max_completion_tokens", least_tokens, cap);
+  if (!g.max_tokens) g.max_tokens = root.get_integer("max_tokens", least_tokens, cap);
+  if (std::optional<int64_t> n = root.get_integer("n", 1, limits.max_n)) g.n = (int)*n;
   g.stop = parse_stops(root);
-  g.stream = boolean_or(root, "stream", false);
+  g.stream = root.get_boolean("stream").value_or(false);
   if (std::optional<Field> so = root.get("stream_options"))
-    g.include_usage = boolean_or(*so, "include_usage", false);
+    g.include_usage = so->get_boolean("include_usage").value_or(false);
   return g;
 }
 
@@ -398,7 +376,7 @@ Tool parse_tool(const Field& f) {
   if (!is_function_name(t.name))
     name.refuse(
         fmt::format("'{}' is not a valid function name (letters, digits, _ - . only)", t.name));
-  t.description = get_string(fn, "description").value_or("");
+  t.description = fn.get_string("description").value_or("");
   if (std::optional<Field> p = fn.get("parameters")) t.parameters = p->compact_json();
   t.declaration = f.compact_json();
   return t;
@@ -446,9 +424,9 @@ CompletionRequest parse_completion(std::string_view body, const RequestLimits& l
   json::Body doc(body);
   Field root = doc.root();
   CompletionRequest out;
-  out.echo = boolean_or(root, "echo", false);
+  out.echo = root.get_boolean("echo").value_or(false);
   out.params = parse_params(root, limits, out.echo ? 0 : 1);
-  if (std::optional<int64_t> lp = integer(root, "logprobs", 0, 20))
+  if (std::optional<int64_t> lp = root.get_integer("logprobs", 0, 20))
     out.params.sampler.logprobs = (int)*lp;
   Field prompt = root.required("prompt");
   if (prompt.is_string()) {

@@ -12,12 +12,6 @@ namespace {
 
 using json::Field;
 
-std::optional<std::string> get_string(const Field& obj, std::string_view key) {
-  std::optional<Field> f = obj.get(key);
-  if (!f) return std::nullopt;
-  return f->string();
-}
-
 Role message_role(const Field& item) {
   Field f = item.required("role");
   const std::string r = f.string();
@@ -38,7 +32,7 @@ ContentPart message_part(const Field& part) {
     p.text = part.required("refusal").string();
   } else if (t == "input_image") {
     p.kind = ContentPart::Kind::kImage;
-    std::optional<std::string> url = get_string(part, "image_url");
+    std::optional<std::string> url = part.get_string("image_url");
     if (!url) part.required("image_url").refuse("missing (file_id images are not available here)");
     p.image_ref = *url;
   } else {
@@ -214,16 +208,14 @@ ResponseFormat parse_text_format(const Field& root) {
 
 GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   GenerationParams g;
-  if (std::optional<std::string> m = get_string(root, "model")) g.model = *m;
+  if (std::optional<std::string> m = root.get_string("model")) g.model = *m;
   SamplerParams& sp = g.sampler;
-  if (std::optional<Field> t = root.get("temperature")) sp.temperature = (float)t->number(0, 2);
-  if (std::optional<Field> p = root.get("top_p")) {
-    sp.top_p = (float)p->number(0, 1);
-    if (!(sp.top_p > 0)) p->refuse("must be greater than 0");
-  }
+  sp.temperature = (float)root.get_number("temperature", 0, 2).value_or(sp.temperature);
+  sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(sp.top_p);
+  if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");
   int64_t cap = limits.max_tokens_cap > 0 ? limits.max_tokens_cap : INT64_MAX;
-  if (std::optional<Field> m = root.get("max_output_tokens")) g.max_tokens = m->integer(1, cap);
-  if (std::optional<Field> s = root.get("stream")) g.stream = s->boolean();
+  g.max_tokens = root.get_integer("max_output_tokens", 1, cap);
+  g.stream = root.get_boolean("stream").value_or(false);
   g.include_usage = true;
   return g;
 }
@@ -236,7 +228,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const RequestLim
   ResponsesRequest out;
   if (std::optional<Field> prev = root.get("previous_response_id"))
     prev->refuse("this server keeps no responses; send the whole conversation as input");
-  out.instructions = get_string(root, "instructions").value_or("");
+  out.instructions = root.get_string("instructions").value_or("");
   Conversation& c = out.conversation;
   c.messages = parse_input(root, out.instructions);
   c.tools = parse_tools(root);

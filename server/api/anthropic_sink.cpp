@@ -1,8 +1,8 @@
 #include "server/api/anthropic_sink.h"
 
-#include <simdjson.h>
-
 #include "engine/base/stopwatch.h"
+#include "protocol/api_error.h"
+#include "protocol/json/json_reader.h"
 
 namespace waste {
 
@@ -22,9 +22,11 @@ AnthropicUsage usage_of(const DecodeResult& r) {
 // A tool_use input must be an object; the reply parsers close what they write, so anything
 // else is a bug, answered as the empty object rather than as broken JSON.
 std::string object_or_empty(const std::string& json) {
-  simdjson::dom::parser p;
-  simdjson::dom::element e;
-  if (json.empty() || p.parse(json).get(e) != simdjson::SUCCESS || !e.is_object()) return "{}";
+  try {
+    json::Body object(json);  // refuses anything but an object
+  } catch (const ApiError&) {
+    return "{}";
+  }
   return json;
 }
 

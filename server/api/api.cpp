@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "engine/experts/planner.h"
+#include "engine/base/human_bytes.h"
 #include "protocol/anthropic/messages_request.h"
 #include "protocol/anthropic/messages_response.h"
 #include "protocol/json/json_writer.h"
@@ -55,8 +55,12 @@ void send_api_error(http::ResponseWriter& w, const ApiError& e, ErrorShape shape
          extra);
 }
 
+ErrorShape error_shape(std::string_view path) {
+  return path.starts_with("/v1/messages") ? ErrorShape::kAnthropic : ErrorShape::kOpenAi;
+}
+
 std::string api_error_body(const std::string& path, const http::Refusal& r) {
-  if (path.starts_with("/v1/messages")) return anthropic_error_body(r.status, r.message);
+  if (error_shape(path) == ErrorShape::kAnthropic) return anthropic_error_body(r.status, r.message);
   return openai_refusal_body(r.status, r.message, r.code);
 }
 
@@ -109,25 +113,25 @@ void Api::register_routes(http::Server& s) {
   auto bind = [this](void (Api::*f)(const http::Request&, Writer)) {
     return [this, f](const http::Request& r, Writer w) { (this->*f)(r, std::move(w)); };
   };
-  auto prepared = [this](void (Api::*f)(const std::string&, const Writer&),
-                         ErrorShape shape = ErrorShape::kOpenAi) {
-    return [this, f, shape](const http::Request& r, Writer w) {
+  // A POST whose body is prepared on the pool, its errors in the shape of the API `path` is in.
+  auto post = [this, &s](const char* path, void (Api::*f)(const std::string&, const Writer&)) {
+    const ErrorShape shape = error_shape(path);
+    s.route("POST", path, [this, f, shape](const http::Request& r, Writer w) {
       prepare(
           r, w, [this, f](const std::string& body, const Writer& out) { (this->*f)(body, out); },
           shape);
-    };
+    });
   };
   s.route("GET", "/health", bind(&Api::health));
   s.route("GET", "/v1/models", bind(&Api::models));
   s.route("GET", "/v1/models/", bind(&Api::model));
   // The server outlives every call of its routes.
   s.route("GET", "/metrics", [this, &s](const http::Request&, Writer w) { metrics(s.stats(), w); });
-  s.route("POST", "/v1/chat/completions", prepared(&Api::chat));
-  s.route("POST", "/v1/completions", prepared(&Api::completions));
-  s.route("POST", "/v1/responses", prepared(&Api::responses));
-  s.route("POST", "/v1/messages", prepared(&Api::messages, ErrorShape::kAnthropic));
-  s.route("POST", "/v1/messages/count_tokens",
-          prepared(&Api::count_tokens, ErrorShape::kAnthropic));
+  post("/v1/chat/completions", &Api::chat);
+  post("/v1/completions", &Api::completions);
+  post("/v1/responses", &Api::responses);
+  post("/v1/messages", &Api::messages);
+  post("/v1/messages/count_tokens", &Api::count_tokens);
 }
 
 bool Api::not_ready(const Writer& w, ErrorShape shape) const {

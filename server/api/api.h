@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "config/serve_options.h"
@@ -23,6 +24,9 @@ namespace waste {
 
 // Whose error body a route answers with.
 enum class ErrorShape { kOpenAi, kAnthropic };
+// The shape for `path`, the one place it is chosen: the Messages API's paths answer in
+// Anthropic's, every other in OpenAI's.
+ErrorShape error_shape(std::string_view path);
 
 class Api {
  public:

@@ -63,10 +63,8 @@ std::shared_ptr<PromptImages> prompt_images(const ServingModel& m, const ServeOp
 RenderedPrompt render(const ServingModel& m, const ServeOptions& o, const Conversation& c,
                       PromptImages* images) {
   try {
-    if (!images) return m.format.render(c);
-    RenderedPrompt p = m.format.render(c, images->media_prompts());
-    images->place(p.ids, p.snapshots, (int32_t)m.vision->config().placeholder_id);
-    check_image_room(images->images(), m.host.ctx());
+    RenderedPrompt p = render_with_images(m.format, c, images);
+    if (images) check_image_room(images->images(), m.host.ctx());
     return p;
   } catch (const UsageError& e) {
     throw ApiError(400, e.what(), "messages");
@@ -127,7 +125,7 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
   in.stop = p.stop;
   in.sampler = p.sampler;
   // One seed for the sampler and the call ids the parser draws, reported alike.
-  if (!in.sampler.seed) in.sampler.seed = opt.seed ? *opt.seed : random_seed();
+  in.sampler.seed = reply_seed(in.sampler.seed, opt.seed);
   in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "messages");
   for (int i = 0; i < p.n; i++)
     job.parsers.push_back(m.format.parser(rp.thinking, *in.sampler.seed + i));

@@ -75,8 +75,6 @@ void model_metrics(const ServingModel& model, const MetricWriter& metric, std::s
          (double)st.warmed);
   metric("waste_expert_cache_warm_seconds", "gauge", "how long warming the expert cache took",
          st.warm_seconds);
-  metric("waste_prefix_snapshots", "gauge", "conversation snapshots kept for reuse",
-         (double)worker.prefix_cache().size());
   prompt_cache_metrics(worker.prefix_cache(), metric, out);
 }
 

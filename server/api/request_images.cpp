@@ -131,38 +131,33 @@ std::string server_words(std::string msg) {
 std::vector<PromptImage> request_images(const Conversation& r, const ImageEncoder* enc,
                                         const ImageRequestLimits& limits) {
   std::vector<PromptImage> out;
-  for (size_t i = 0; i < r.messages.size(); i++) {
-    const auto* parts = std::get_if<std::vector<ContentPart>>(&r.messages[i].content);
-    if (!parts) continue;
-    for (size_t j = 0; j < parts->size(); j++) {
-      if ((*parts)[j].kind != ContentPart::Kind::kImage) continue;
-      std::string where = fmt::format("messages[{}].content[{}]", i, j);
-      if (!enc)
-        throw ApiError(400, fmt::format("{}: this model does not accept images", where), where,
-                       "unsupported_content");
-      if (r.messages[i].role != Role::kUser)
-        throw ApiError(400, fmt::format("{}: images are accepted only in user messages", where),
-                       where, "unsupported_content");
-      if (out.size() >= limits.max_images)
-        throw ApiError(
-            400, fmt::format("{}: more than {} images in one request", where, limits.max_images),
-            where, "too_many_images");
-      DataUrl url = image_bytes((*parts)[j].image_ref, limits, where);
-      DecodeLimits dl = limits.decode;
-      // TGA has no magic number: with the option on, it is still taken only when declared.
-      bool psd =
-          url.bytes.size() >= 4 && std::string_view((const char*)url.bytes.data(), 4) == "8BPS";
-      dl.allow_tga_psd = limits.decode.allow_tga_psd &&
-                         (psd || url.mime == "image/x-tga" || url.mime == "image/tga");
-      try {
-        out.push_back(prepare_image(url.bytes, *enc, dl, where));
-      } catch (const std::exception& e) {  // FormatError, UsageError, bad_alloc
-        std::string why = server_words(e.what());
-        // Bytes fetched from elsewhere are not the client's to see (they may be another
-        // service's answer): say what failed, not what came.
-        if (url.remote) why = why.substr(0, why.find(" (first bytes"));
-        throw ApiError(400, fmt::format("{}: {}", where, why), where, kCode);
-      }
+  for (const ImagePart& part : image_parts(r)) {
+    const std::string& where = part.where;
+    if (!enc)
+      throw ApiError(400, fmt::format("{}: this model does not accept images", where), where,
+                     "unsupported_content");
+    if (part.role != Role::kUser)
+      throw ApiError(400, fmt::format("{}: images are accepted only in user messages", where),
+                     where, "unsupported_content");
+    if (out.size() >= limits.max_images)
+      throw ApiError(
+          400, fmt::format("{}: more than {} images in one request", where, limits.max_images),
+          where, "too_many_images");
+    DataUrl url = image_bytes(part.ref, limits, where);
+    DecodeLimits dl = limits.decode;
+    // TGA has no magic number: with the option on, it is still taken only when declared.
+    bool psd =
+        url.bytes.size() >= 4 && std::string_view((const char*)url.bytes.data(), 4) == "8BPS";
+    dl.allow_tga_psd = limits.decode.allow_tga_psd &&
+                       (psd || url.mime == "image/x-tga" || url.mime == "image/tga");
+    try {
+      out.push_back(prepare_image(url.bytes, *enc, dl, where));
+    } catch (const std::exception& e) {  // FormatError, UsageError, bad_alloc
+      std::string why = server_words(e.what());
+      // Bytes fetched from elsewhere are not the client's to see (they may be another
+      // service's answer): say what failed, not what came.
+      if (url.remote) why = why.substr(0, why.find(" (first bytes"));
+      throw ApiError(400, fmt::format("{}: {}", where, why), where, kCode);
     }
   }
   return out;

@@ -76,7 +76,7 @@ ServingModel::ServingModel(const ServeOptions& opt)
     try {
       ImageEncoderOptions io;
       io.max_patches = opt.max_image_patches;
-      vision = host.image_encoder(io);
+      vision = host.image_encoder(format, io);
       spdlog::info("images: accepted (up to {} patches, {} positions, per image)",
                    vision->max_patches(), vision->max_patches() / 4);
     } catch (const std::exception& e) {

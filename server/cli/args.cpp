@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "config/option_values.h"
+#include "engine/base/error.h"
+
 namespace waste::cli {
 
 Args::Args(int argc, char** argv, int first, const std::set<std::string>& valued,
@@ -46,21 +49,30 @@ std::string Args::get_or(const std::string& flag, const std::string& def) const 
   return get(flag).value_or(def);
 }
 
-int64_t Args::get_int(const std::string& flag, int64_t def, int64_t lo, int64_t hi) const {
-  auto v = get(flag);
+namespace {
+
+// The value of `flag` read by config/'s option reader (`def` when not given), its refusal
+// naming the flag.
+template <typename T, typename Read>
+T read_flag(const Args& a, const std::string& flag, T def, Read read) {
+  auto v = a.get(flag);
   if (!v) return def;
-  size_t used = 0;
-  int64_t n = 0;
   try {
-    n = std::stoll(*v, &used);
-  } catch (...) {
-    used = 0;
+    return read(*v);
+  } catch (const UsageError& e) {
+    throw UsageFailure{fmt::format("{}: {}", flag, e.what())};
   }
-  if (used == 0 || used != v->size())
-    throw UsageFailure{fmt::format("{}: '{}' is not an integer", flag, *v)};
-  if (n < lo || n > hi)
-    throw UsageFailure{fmt::format("{}: {} is out of range ({}..{})", flag, n, lo, hi)};
-  return n;
+}
+
+}  // namespace
+
+int64_t Args::get_int(const std::string& flag, int64_t def, int64_t lo, int64_t hi) const {
+  return read_flag(*this, flag, def, [&](const std::string& v) { return option_int(v, lo, hi); });
+}
+
+double Args::get_number(const std::string& flag, double def, double lo, double hi) const {
+  return read_flag(*this, flag, def,
+                   [&](const std::string& v) { return option_number(v, lo, hi); });
 }
 
 }  // namespace waste::cli

@@ -21,7 +21,9 @@ class Args {
   bool has(const std::string& flag) const { return values_.count(flag) > 0; }
   std::optional<std::string> get(const std::string& flag) const;
   std::string get_or(const std::string& flag, const std::string& def) const;
+  // A flag's number in [lo, hi] (`def` when it is not given); UsageFailure naming the flag.
   int64_t get_int(const std::string& flag, int64_t def, int64_t lo, int64_t hi) const;
+  double get_number(const std::string& flag, double def, double lo, double hi) const;
   // Every value of a flag given more than once (`--image a.png --image b.png`), in order; get()
   // returns the last.
   std::vector<std::string> get_all(const std::string& flag) const;

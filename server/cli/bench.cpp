@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/human_bytes.h"
 #include "engine/base/stopwatch.h"
 #include "engine/experts/disk_bench.h"
 #include "protocol/json/json_writer.h"

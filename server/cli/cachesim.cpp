@@ -1,8 +1,8 @@
 // `waste cachesim`: replays a routing trace through each cache policy at several sizes.
 #include <fmt/format.h>
 
-#include <sstream>
-
+#include "config/option_values.h"
+#include "engine/base/error.h"
 #include "engine/experts/cache_sim.h"
 #include "protocol/json/json_writer.h"
 #include "server/cli/args.h"
@@ -17,12 +17,11 @@ int cmd_cachesim(int argc, char** argv) {
   int experts = (int)a.get_int("--experts", 256, 1, 65536);
   int64_t records = (int64_t)t[0].size() * experts;
   std::vector<double> percents;
-  std::stringstream ss(a.get_or("--percent", "1.5,3,6,12,24,48"));
-  for (std::string item; std::getline(ss, item, ',');) {
+  for (const std::string& item : option_list(a.get_or("--percent", "1.5,3,6,12,24,48"))) {
     try {
-      percents.push_back(std::stod(item));
-    } catch (...) {
-      throw UsageFailure{fmt::format("--percent: '{}' is not a number", item)};
+      percents.push_back(option_number(item, 0, 100));
+    } catch (const UsageError& e) {
+      throw UsageFailure{fmt::format("--percent: {}", e.what())};
     }
   }
   JsonWriter w;

@@ -24,8 +24,9 @@ struct ChatState {
   std::vector<PromptImage> pending;       // attached to the next user message
 };
 
-void attach_image(const ModelHost& m, ChatState& st, const std::string& path) {
-  if (!st.encoder) st.encoder = image_encoder(m);
+void attach_image(const ModelHost& m, const ChatFormat& format, ChatState& st,
+                  const std::string& path) {
+  if (!st.encoder) st.encoder = image_encoder(m, format);
   st.pending.push_back(load_image_file(path, *st.encoder));
   const PreprocessedImage& p = *st.pending.back().pixels;
   fmt::print("attached {} ({}x{}, {} positions) to your next message\n", path, p.orig_w, p.orig_h,
@@ -51,14 +52,8 @@ DecodeInput render(const ChatFormat& format, ChatState& st, bool* thinking) {
   DecodeInput in;
   std::vector<PromptImage> all = st.images;
   all.insert(all.end(), st.pending.begin(), st.pending.end());
-  RenderedPrompt p;
-  if (all.empty()) {
-    p = format.render(st.conversation);
-  } else {
-    in.images = std::make_shared<PromptImages>(*st.encoder, std::move(all));
-    p = format.render(st.conversation, in.images->media_prompts());
-    in.images->place(p.ids, p.snapshots, (int32_t)st.encoder->config().placeholder_id);
-  }
+  if (!all.empty()) in.images = std::make_shared<PromptImages>(*st.encoder, std::move(all));
+  RenderedPrompt p = render_with_images(format, st.conversation, in.images.get());
   in.prompt = std::move(p.ids);
   in.end_ids = format.end_ids();
   *thinking = p.thinking;
@@ -117,7 +112,7 @@ void turn(ModelHost& m, const ChatFormat& format, Decoder& decoder, const Sample
     bool thinking = false;
     DecodeInput in = render(format, st, &thinking);
     in.sampler = sp;
-    if (!in.sampler.seed) in.sampler.seed = random_seed();  // the parser's call ids use it too
+    in.sampler.seed = reply_seed(in.sampler.seed);  // the parser's call ids use it too
     in.max_new = max_new;
     st.images.insert(st.images.end(), st.pending.begin(), st.pending.end());
     st.pending.clear();
@@ -146,13 +141,13 @@ int cmd_chat(int argc, char** argv) {
   Args a(argc, argv, 2, model_valued_flags({"-n", "--temp", "--seed", "--system"}),
          model_boolean_flags({"--no-thinking"}));
   if (a.positional().size() != 1) throw UsageFailure{"expected exactly one MODEL path"};
+  SamplerParams sp;
+  sp.temperature = (float)a.get_number("--temp", 0.6, 0, 100);
+  if (a.has("--seed")) sp.seed = (uint64_t)a.get_int("--seed", 0, 0, INT64_MAX);
+  int64_t max_new = a.get_int("-n", 512, 1, 1 << 20);
   auto m = open_model(a.positional()[0], a);
   if (!m->tokenizer()) throw UsageFailure{"this container has no tokenizer.model"};
   ChatFormat format(*m->tokenizer(), m->eos(), ChatDefaults{!a.has("--no-thinking"), "max"});
-  SamplerParams sp;
-  sp.temperature = std::stof(a.get_or("--temp", "0.6"));
-  if (a.has("--seed")) sp.seed = (uint64_t)a.get_int("--seed", 0, 0, INT64_MAX);
-  int64_t max_new = a.get_int("-n", 512, 1, 1 << 20);
   ChatState st{Conversation{}, m->model().new_session(m->ctx()), nullptr, {}, {}};
   if (auto sys = a.get("--system")) {
     ChatMessage msg;
@@ -172,7 +167,7 @@ int cmd_chat(int argc, char** argv) {
       save_or_load(st, line);
     } else if (line.rfind("/image ", 0) == 0) {
       try {
-        attach_image(*m, st, line.substr(7));
+        attach_image(*m, format, st, line.substr(7));
       } catch (const UsageFailure& e) {
         fmt::print("error: {}\n", e.message);
       } catch (const std::exception& e) {

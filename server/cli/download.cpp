@@ -38,13 +38,7 @@ Settings parse(int argc, char** argv) {
     throw UsageFailure{std::string("--endpoint: ") + e.what()};
   }
   s.retries = (int)a.get_int("--retries", 8, 0, 1000);
-  double timeout = 120;
-  if (auto t = a.get("--timeout")) {
-    char* end = nullptr;
-    timeout = std::strtod(t->c_str(), &end);
-    if (*end || !(timeout > 0 && timeout <= 3600))
-      throw UsageFailure{"--timeout: '" + *t + "' is not a number of seconds in (0, 3600]"};
-  }
+  const double timeout = a.get_number("--timeout", 120, 0.001, 3600);
   s.client.idle_timeout = s.client.connect_timeout = milliseconds((int64_t)(timeout * 1000));
   if (const char* tok = std::getenv("HF_TOKEN")) s.client.token = tok;
   // Tests shrink the waits; a user never needs to.

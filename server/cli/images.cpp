@@ -4,13 +4,12 @@
 
 #include "engine/base/error.h"
 #include "engine/base/file_read.h"
-#include "prompt_templates/k3/k3_template.h"
 
 namespace waste::cli {
 
-std::unique_ptr<ImageEncoder> image_encoder(const ModelHost& m) {
+std::unique_ptr<ImageEncoder> image_encoder(const ModelHost& m, const ChatFormat& format) {
   try {
-    return m.image_encoder();
+    return m.image_encoder(format);
   } catch (const UsageError& e) {
     throw UsageFailure{e.what()};
   }
@@ -38,21 +37,25 @@ std::shared_ptr<PromptImages> images_from_args(const ModelHost& m, const Args& a
                                                std::vector<int32_t>& prompt) {
   std::vector<std::string> files = a.get_all("--image");
   if (files.empty()) return nullptr;
-  enc = image_encoder(m);
+  if (!m.tokenizer()) throw UsageFailure{"images need the container's tokenizer.model"};
+  const ChatFormat format(*m.tokenizer(), m.eos(), ChatDefaults{});
+  enc = image_encoder(m, format);
   std::vector<PromptImage> list;
   for (const std::string& f : files) list.push_back(load_image_file(f, *enc));
   auto images = std::make_shared<PromptImages>(*enc, std::move(list));
-  std::vector<int32_t> ids;
-  for (const std::string& block : images->media_prompts())
-    for (int id : m.tokenizer()->encode_markup(block)) ids.push_back(id);
-  ids.insert(ids.end(), prompt.begin(), prompt.end());
-  std::vector<size_t> no_points;
+  // The blocks go before the prompt, which is raw ids rather than a conversation.
+  auto before_prompt = [&](const ChatFormat::ImagePrompts& blocks) {
+    RenderedPrompt p;
+    for (const std::string& block : *blocks)
+      for (int id : m.tokenizer()->encode_markup(block)) p.ids.push_back(id);
+    p.ids.insert(p.ids.end(), prompt.begin(), prompt.end());
+    return p;
+  };
   try {
-    images->place(ids, no_points, (int32_t)enc->config().placeholder_id);
+    prompt = render_with_images(images.get(), before_prompt).ids;
   } catch (const UsageError& e) {
     throw UsageFailure{e.what()};
   }
-  prompt = std::move(ids);
   if ((int64_t)prompt.size() >= m.ctx())
     throw UsageFailure{fmt::format("the prompt with its images takes {} positions; --ctx is {}",
                                    prompt.size(), m.ctx())};

@@ -14,8 +14,9 @@
 
 namespace waste::cli {
 
-// The model's image encoder; UsageFailure saying why when it takes no images.
-std::unique_ptr<ImageEncoder> image_encoder(const ModelHost& m);
+// The model's image encoder (`format` is its chat format); UsageFailure saying why when it takes
+// no images.
+std::unique_ptr<ImageEncoder> image_encoder(const ModelHost& m, const ChatFormat& format);
 
 // Reads, decodes and preprocesses one file; UsageFailure naming the file and the problem.
 PromptImage load_image_file(const std::string& path, const ImageEncoder& enc);

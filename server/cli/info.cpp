@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/human_bytes.h"
 #include "engine/base/thread_pool.h"
 #include "engine/experts/ram_budget.h"
 #include "engine/format/container.h"
@@ -88,9 +89,9 @@ void print_info(const Container& c, const ModelSummary& s) {
                human_bytes(p.vision_bytes));
   fmt::print("  working set   {} of experts per token ({} per record)\n",
              human_bytes(p.working_set_bytes), human_bytes(p.record_bytes));
-  fmt::print("  side files    tokenizer {}, {} specials, vision {}, chat {}\n",
-             c.tokenizer_path() ? "yes" : "no", c.specials().size(), c.vision_json() ? "yes" : "no",
-             c.chat_json() ? "yes" : "no");
+  fmt::print("  side files    tokenizer {}, {} specials, vision {}\n",
+             c.tokenizer_path() ? "yes" : "no", c.specials().size(),
+             c.vision_json() ? "yes" : "no");
 }
 
 std::string one_model(const Args& a) {

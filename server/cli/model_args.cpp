@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "config/option_values.h"
 #include "engine/base/error.h"
 #include "engine/format/container.h"
 #include "prompt_templates/chat_format.h"
@@ -75,16 +76,11 @@ std::vector<int32_t> prompt_ids(const ModelHost& m, const Args& a) {
       size_t comma = ids->find(',', at);
       std::string item =
           ids->substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-      size_t used = 0;
-      long long v = -1;
       try {
-        v = std::stoll(item, &used);
-      } catch (...) {
-        used = 0;
+        out.push_back((int32_t)option_int(item, INT32_MIN, INT32_MAX));
+      } catch (const UsageError& e) {
+        throw UsageFailure{fmt::format("--ids: {}", e.what())};
       }
-      if (used == 0 || used != item.size() || v < INT32_MIN || v > INT32_MAX)
-        throw UsageFailure{fmt::format("--ids: '{}' is not a token id", item)};
-      out.push_back((int32_t)v);
       if (comma == std::string::npos) break;
       at = comma + 1;
     }
@@ -94,10 +90,20 @@ std::vector<int32_t> prompt_ids(const ModelHost& m, const Args& a) {
   if (!m.tokenizer())
     throw UsageFailure{"this container has no tokenizer.model; pass token ids with --ids"};
   std::string text = pos[1];
-  if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), {});
+  if (text == "-") text = read_stdin();
   std::vector<int32_t> out;
   for (int id : m.tokenizer()->encode_text(text)) out.push_back(id);
   return out;
+}
+
+std::string read_stdin() {
+  return std::string(std::istreambuf_iterator<char>(std::cin), {});
+}
+
+void write_token_ids(JsonWriter& w, std::span<const int32_t> ids) {
+  w.key("token_ids").begin_array();
+  for (int32_t id : ids) w.value((int64_t)id);
+  w.end_array();
 }
 
 std::string decode_text(const ModelHost& m, const std::vector<int32_t>& ids) {

@@ -6,11 +6,13 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "config/engine_options.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "protocol/json/json_writer.h"
 #include "server/cli/args.h"
 #include "server/runtime/model_host.h"
 
@@ -40,6 +42,12 @@ std::vector<int32_t> end_ids(const ModelHost& m);
 std::vector<int32_t> prompt_ids(const ModelHost& m, const Args& a);
 
 std::string decode_text(const ModelHost& m, const std::vector<int32_t>& ids);
+
+// All of standard input, for a TEXT or PROMPT of "-" and `waste render`'s request.
+std::string read_stdin();
+
+// `"token_ids": [...]` inside the object `w` is writing.
+void write_token_ids(JsonWriter& w, std::span<const int32_t> ids);
 
 // From MODEL (the positional at `model_index`: its tokenizer.model and specials.json) or
 // --tokenizer FILE (+ --specials FILE: a tokenizer_config.json or a specials.json; without it,

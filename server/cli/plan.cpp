@@ -1,6 +1,7 @@
 // `waste plan`: the RAM plan of a container at a context length and budget, from the manifest.
 #include <fmt/format.h>
 
+#include "engine/base/human_bytes.h"
 #include "engine/base/thread_pool.h"
 #include "engine/experts/planner.h"
 #include "engine/experts/ram_budget.h"

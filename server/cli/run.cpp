@@ -46,12 +46,8 @@ void write_stats(JsonWriter& w, const ModelHost& m, size_t prompt, size_t genera
 
 SamplerParams sampler_params(const Args& a) {
   SamplerParams p;
-  try {
-    p.temperature = std::stof(a.get_or("--temp", "0"));
-    p.top_p = std::stof(a.get_or("--top-p", "1"));
-  } catch (const std::invalid_argument&) {
-    throw UsageFailure{"--temp and --top-p take numbers"};
-  }
+  p.temperature = (float)a.get_number("--temp", 0, 0, 100);
+  p.top_p = (float)a.get_number("--top-p", 1, 0, 1);
   if (a.has("--seed")) p.seed = (uint64_t)a.get_int("--seed", 0, 0, INT64_MAX);
   p.top_k = (int)a.get_int("--top-k", 0, 0, 1 << 24);
   return p;
@@ -119,9 +115,9 @@ int cmd_run(int argc, char** argv) {
   DecodeResult r = decoder.run(s, in, parser.get(), out);
   if (json) {
     JsonWriter w;
-    w.begin_object().key("token_ids").begin_array();
-    for (int32_t id : r.tokens) w.value((int64_t)id);
-    w.end_array().key("text").value(out.text);
+    w.begin_object();
+    write_token_ids(w, r.tokens);
+    w.key("text").value(out.text);
     w.key("seed").value(r.seed);
     write_stats(w, *m, prompt_tokens, r.tokens.size(), r.prefill_seconds, r.decode_seconds);
     fmt::print("{}\n", w.end_object().str());

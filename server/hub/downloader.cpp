@@ -22,7 +22,7 @@
 
 #include "engine/base/atomic_file.h"
 #include "engine/base/error.h"
-#include "engine/experts/planner.h"
+#include "engine/base/human_bytes.h"
 
 namespace waste::hub {
 namespace {

@@ -7,7 +7,6 @@
 #include "engine/base/error.h"
 #include "engine/base/thread_pool.h"
 #include "engine/synth/synth.h"
-#include "prompt_templates/k3/k3_markup.h"
 
 namespace waste {
 
@@ -75,17 +74,19 @@ std::optional<int32_t> ModelHost::eos() const {
   return (int32_t)eos;
 }
 
-std::unique_ptr<ImageEncoder> ModelHost::image_encoder(const ImageEncoderOptions& options) const {
+std::unique_ptr<ImageEncoder> ModelHost::image_encoder(const ChatFormat& format,
+                                                       const ImageEncoderOptions& options) const {
   if (!container_->vision_json())
     fail<UsageError>("this model does not accept images (its container has no vision.json)");
-  if (!tokenizer_) fail<UsageError>("images need the container's tokenizer.model");
+  const std::optional<int32_t> pad = format.media_pad();
+  if (!pad)
+    fail<UsageError>("this model's chat format ({}) has no image blocks", format.family_name());
   auto enc = std::make_unique<ImageEncoder>(*container_, options);
-  auto pad = tokenizer_->find_special(k3::kMediaPad);
-  if (!pad || *pad != enc->config().placeholder_id)
+  if (*pad != enc->config().placeholder_id)
     fail<UsageError>(
-        "this model's chat format has no image blocks (the tokenizer's <|media_pad|> is not "
+        "this model's chat format has no image blocks (its media pad, id {}, is not "
         "vision.json's media_placeholder_token_id {})",
-        enc->config().placeholder_id);
+        *pad, enc->config().placeholder_id);
   return enc;
 }
 

@@ -16,6 +16,7 @@
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/vision/image_encoder.h"
+#include "prompt_templates/chat_format.h"
 
 namespace waste {
 
@@ -38,9 +39,11 @@ class ModelHost {
   // The config's end-of-sequence id, when it names one.
   std::optional<int32_t> eos() const;
 
-  // The image encoder, for a container with a vision.json whose tokenizer has the matching
-  // <|media_pad|>. Throws UsageError saying why this model takes no images.
-  std::unique_ptr<ImageEncoder> image_encoder(const ImageEncoderOptions& options = {}) const;
+  // The image encoder, for a container with a vision.json whose chat format (`format`, made from
+  // this model's tokenizer) has image blocks with vision.json's pad id. Throws UsageError saying
+  // why this model takes no images.
+  std::unique_ptr<ImageEncoder> image_encoder(const ChatFormat& format,
+                                              const ImageEncoderOptions& options = {}) const;
 
  private:
   std::string path_;

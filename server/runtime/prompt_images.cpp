@@ -70,6 +70,19 @@ void PromptImages::place(std::vector<int32_t>& ids, std::vector<size_t>& points,
   points = std::move(moved);
 }
 
+RenderedPrompt render_with_images(PromptImages* images, const MediaRender& render) {
+  if (!images) return render(std::nullopt);
+  RenderedPrompt p = render(images->media_prompts());
+  images->place(p.ids, p.snapshots, images->pad_id());
+  return p;
+}
+
+RenderedPrompt render_with_images(const ChatFormat& format, const Conversation& c,
+                                  PromptImages* images) {
+  return render_with_images(
+      images, [&](const ChatFormat::ImagePrompts& blocks) { return format.render(c, blocks); });
+}
+
 std::vector<EmbeddingOverride> PromptImages::overrides(size_t from, size_t n, ThreadPool& pool) {
   std::vector<EmbeddingOverride> out;
   for (size_t k = 0; k < images_.size(); k++) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -14,6 +15,7 @@
 #include "engine/model/model.h"
 #include "engine/vision/image_decode.h"
 #include "engine/vision/image_encoder.h"
+#include "prompt_templates/chat_format.h"
 #include "prompt_templates/segments.h"
 
 namespace waste {
@@ -42,6 +44,8 @@ class PromptImages {
   // position keys. Throws UsageError when the prompt holds another number of pads than there are
   // images.
   void place(std::vector<int32_t>& ids, std::vector<size_t>& points, int32_t pad_id);
+  // The pad id of the encoder's model (vision.json's media_placeholder_token_id).
+  int32_t pad_id() const { return (int32_t)enc_.config().placeholder_id; }
 
   // Per prompt position (after place): the token id, or for an image position a key with the
   // top bit set (never an id) from the image's hash and the position inside the image.
@@ -61,6 +65,16 @@ class PromptImages {
   std::vector<std::shared_ptr<const std::vector<float>>> rows_;  // per image, once encoded
   std::vector<uint64_t> keys_;
 };
+
+// A prompt with images in it, the one way every caller places them: `render` gets one media block
+// per image (none when `images` is null) and returns the prompt with each block's pad as one id;
+// each pad is then widened to its image's positions, the snapshot points moving past them.
+// Throws UsageError when the prompt holds another number of pads than there are images.
+using MediaRender = std::function<RenderedPrompt(const ChatFormat::ImagePrompts& blocks)>;
+RenderedPrompt render_with_images(PromptImages* images, const MediaRender& render);
+// `c` rendered by `format` with its image parts' blocks placed.
+RenderedPrompt render_with_images(const ChatFormat& format, const Conversation& c,
+                                  PromptImages* images);
 
 // The prefix-cache keys of a prompt with these images (none: token ids are the keys).
 inline std::span<const uint64_t> media_keys(const PromptImages* p) {
