@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include "engine/base/stopwatch.h"
+#include "server/api/job_failure.h"
 
 namespace waste {
 
@@ -139,7 +140,8 @@ void AnthropicSink::end(std::span<const DecodeResult> rs) {
   out_->finish();
 }
 
-void AnthropicSink::fail(int status, const std::string& message, const std::string&) {
+void AnthropicSink::fail(JobFailure failure, const std::string& message) {
+  const int status = http_failure(failure).status;
   std::string body = anthropic_error_body(status, message);
   if (!started_) {
     out_->send(status, kJson, body);
