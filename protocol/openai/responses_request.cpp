@@ -5,6 +5,7 @@
 #include "protocol/api_error.h"
 #include "protocol/json/json_reader.h"
 #include "protocol/openai/request_fields.h"
+#include "protocol/request_body.h"
 
 namespace waste {
 
@@ -215,7 +216,7 @@ ResponseFormat parse_text_format(const Field& root) {
 GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   GenerationParams g;
   if (std::optional<std::string> m = get_string(root, "model")) g.model = *m;
-  SamplerParams& sp = g.sampler;
+  Sampling& sp = g.sampler;
   if (std::optional<Field> t = root.get("temperature")) sp.temperature = (float)t->number(0, 2);
   if (std::optional<Field> p = root.get("top_p")) {
     sp.top_p = (float)p->number(0, 1);
@@ -231,21 +232,21 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
 }  // namespace
 
 ResponsesRequest parse_responses_request(std::string_view body, const RequestLimits& limits) {
-  json::Body doc(body);
-  Field root = doc.root();
-  ResponsesRequest out;
-  if (std::optional<Field> prev = root.get("previous_response_id"))
-    prev->refuse("this server keeps no responses; send the whole conversation as input");
-  out.instructions = get_string(root, "instructions").value_or("");
-  Conversation& c = out.conversation;
-  c.messages = parse_input(root, out.instructions);
-  c.tools = parse_tools(root);
-  c.tool_choice = parse_tool_choice(root);
-  c.response_format = parse_text_format(root);
-  parse_thinking(root, c);  // reasoning.effort
-  out.params = parse_params(root, limits);
-  if (std::optional<Field> store = root.get("store")) store->boolean();
-  return out;
+  return parse_body(body, [&](const Field& root) {
+    ResponsesRequest out;
+    if (std::optional<Field> prev = root.get("previous_response_id"))
+      prev->refuse("this server keeps no responses; send the whole conversation as input");
+    out.instructions = get_string(root, "instructions").value_or("");
+    Conversation& c = out.conversation;
+    c.messages = parse_input(root, out.instructions);
+    c.tools = parse_tools(root);
+    c.tool_choice = parse_tool_choice(root);
+    c.response_format = parse_text_format(root);
+    parse_thinking(root, c);  // reasoning.effort
+    out.params = parse_params(root, limits);
+    if (std::optional<Field> store = root.get("store")) store->boolean();
+    return out;
+  });
 }
 
 }  // namespace waste
