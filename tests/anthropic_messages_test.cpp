@@ -220,5 +220,24 @@ TEST(AnthropicSink, OmittedThinkingKeepsTheBlockWithoutItsText) {
   EXPECT_NE(all.find(R"("type":"thinking")"), std::string::npos) << all;
 }
 
+// A job that never began is an error body with the failure's status; one cut during its stream
+// ends it with an error event.
+TEST(AnthropicSink, FailuresBeforeAndDuringAStream) {
+  auto w = std::make_shared<test::RecordingWriter>();
+  AnthropicSink queued(w, {"msg_1", "k3"}, {true, 10, false, std::chrono::milliseconds(0)});
+  queued.fail(JobFailure::kShuttingDown, "the server is shutting down");
+  ASSERT_EQ(w->calls.size(), 1u);
+  EXPECT_TRUE(w->calls[0].starts_with("send 503 application/json ")) << w->calls[0];
+  EXPECT_NE(w->calls[0].find(R"("type":"overloaded_error")"), std::string::npos) << w->calls[0];
+
+  auto s = std::make_shared<test::RecordingWriter>();
+  AnthropicSink running(s, {"msg_1", "k3"}, {true, 10, false, std::chrono::milliseconds(0)});
+  running.begin();
+  running.fail(JobFailure::kEngineError, "bad record");
+  ASSERT_EQ(s->names().back(), "error");
+  EXPECT_NE(s->named.back().second.find(R"("type":"api_error")"), std::string::npos);
+  EXPECT_EQ(s->calls.back(), "finish");
+}
+
 }  // namespace
 }  // namespace waste

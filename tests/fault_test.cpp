@@ -117,8 +117,9 @@ TEST_P(FaultTest, AStalledReadOnlyCostsTime) {
 // What a job's sink saw; the sink itself goes with its job.
 struct Outcome {
   std::atomic<int> tokens{-1};
-  std::atomic<int> status{0};
-  std::string message, code;  // written before `status`
+  std::atomic<bool> failed{false};
+  JobFailure failure{};
+  std::string message;  // written with `failure`, before `failed`
 };
 
 class RecordingSink final : public JobSink {
@@ -126,10 +127,10 @@ class RecordingSink final : public JobSink {
   explicit RecordingSink(std::shared_ptr<Outcome> o) : o_(std::move(o)) {}
   void on_event(const ReplyEvent&) override {}
   void end(std::span<const DecodeResult> rs) override { o_->tokens = (int)rs[0].tokens.size(); }
-  void fail(int s, const std::string& m, const std::string& c) override {
+  void fail(JobFailure f, const std::string& m) override {
     o_->message = m;
-    o_->code = c;
-    o_->status = s;
+    o_->failure = f;
+    o_->failed = true;
   }
 
  private:
@@ -155,9 +156,8 @@ TEST_P(FaultTest, TheWorkerAnswersTheFailureAndServesTheNextJob) {
     return outcome;
   };
   auto first = submit();
-  ASSERT_TRUE(test::eventually([&] { return first->status != 0; }));
-  EXPECT_EQ(first->status, 500);
-  EXPECT_EQ(first->code, "engine_error");
+  ASSERT_TRUE(test::eventually([&] { return first->failed.load(); }));
+  EXPECT_EQ(first->failure, JobFailure::kEngineError);
   EXPECT_NE(first->message.find(fmt::format("of layer {}", layer)), std::string::npos);
   EXPECT_EQ(first->message.find(dir_->path().string()), std::string::npos) << first->message;
   EXPECT_EQ(worker.counters().failed_in_a_row, 1u);

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "engine/base/error.h"
-#include "engine/format/container.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "prompt_templates/chat_format.h"
 #include "prompt_templates/k3/k3_template.h"

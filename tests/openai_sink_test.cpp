@@ -175,7 +175,7 @@ TEST(OpenAiSink, CompletionStreamAndBody) {
 TEST(OpenAiSink, FailuresBeforeAndDuringAStream) {
   auto w = std::make_shared<RecordingWriter>();
   OpenAiSink queued(w, kHeader, options(true, true, false));
-  queued.fail(503, "the server is shutting down", "shutting_down");  // never began
+  queued.fail(JobFailure::kShuttingDown, "the server is shutting down");  // never began
   ASSERT_EQ(w->calls.size(), 1u);
   EXPECT_TRUE(w->calls[0].starts_with("send 503 application/json {\"error\":")) << w->calls[0];
   EXPECT_NE(w->calls[0].find("\"code\":\"shutting_down\""), std::string::npos);
@@ -183,10 +183,11 @@ TEST(OpenAiSink, FailuresBeforeAndDuringAStream) {
   auto s = std::make_shared<RecordingWriter>();
   OpenAiSink running(s, kHeader, options(true, true, false));
   running.begin();
-  running.fail(500, "bad record", "engine_error");
+  running.fail(JobFailure::kEngineError, "bad record");
   ASSERT_EQ(s->calls.size(), 5u);  // start, role, the error event, [DONE], finish
   EXPECT_TRUE(s->calls[2].starts_with("event {\"error\":")) << s->calls[2];
   EXPECT_NE(s->calls[2].find("\"type\":\"server_error\""), std::string::npos);
+  EXPECT_NE(s->calls[2].find("\"code\":\"engine_error\""), std::string::npos);
   EXPECT_EQ(s->calls[3], "event [DONE]");
   EXPECT_EQ(s->calls[4], "finish");
 }

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "engine/base/error.h"
-#include "engine/format/container.h"
 #include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "prompt_templates/chat_format.h"

@@ -152,5 +152,27 @@ TEST(ResponsesSink, StreamOrderAndIncomplete) {
   }
 }
 
+// A job that never began is an error body with the failure's status and code; one cut during its
+// stream ends it with an error event and response.failed.
+TEST(ResponsesSink, FailuresBeforeAndDuringAStream) {
+  auto w = std::make_shared<test::RecordingWriter>();
+  ResponsesSink queued(w, ResponseObject{}, true);
+  queued.fail(JobFailure::kShuttingDown, "the server is shutting down");
+  ASSERT_EQ(w->calls.size(), 1u);
+  EXPECT_TRUE(w->calls[0].starts_with("send 503 application/json ")) << w->calls[0];
+  EXPECT_NE(w->calls[0].find(R"("code":"shutting_down")"), std::string::npos) << w->calls[0];
+
+  auto s = std::make_shared<test::RecordingWriter>();
+  ResponsesSink running(s, ResponseObject{}, true);
+  running.begin();
+  running.fail(JobFailure::kEngineError, "bad record");
+  const std::vector<std::string> names = s->names();
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(names[names.size() - 2], "error");
+  EXPECT_NE(s->named[names.size() - 2].second.find(R"("code":"engine_error")"), std::string::npos);
+  EXPECT_EQ(names.back(), "response.failed");
+  EXPECT_EQ(s->calls.back(), "finish");
+}
+
 }  // namespace
 }  // namespace waste

@@ -5,6 +5,7 @@
 #include "protocol/api_error.h"
 #include "protocol/json/json_reader.h"
 #include "protocol/json/json_writer.h"
+#include "protocol/request_body.h"
 
 namespace waste {
 
@@ -285,7 +286,7 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   g.model = root.required("model").string();
   int64_t cap = limits.max_tokens_cap > 0 ? limits.max_tokens_cap : INT32_MAX;
   g.max_tokens = root.required("max_tokens").integer(1, cap);
-  SamplerParams& sp = g.sampler;
+  Sampling& sp = g.sampler;
   sp.temperature = (float)root.get_number("temperature", 0, 1).value_or(sp.temperature);
   sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(sp.top_p);
   if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");
@@ -299,21 +300,21 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
 }  // namespace
 
 MessagesRequest parse_messages_request(std::string_view body, const RequestLimits& limits) {
-  json::Body doc(body);
-  Field root = doc.root();
-  MessagesRequest out;
-  out.conversation = parse_conversation(root, &out.omit_thinking);
-  out.params = parse_params(root, limits);
-  return out;
+  return parse_body(body, [&](const Field& root) {
+    MessagesRequest out;
+    out.conversation = parse_conversation(root, &out.omit_thinking);
+    out.params = parse_params(root, limits);
+    return out;
+  });
 }
 
 MessagesRequest parse_count_tokens_request(std::string_view body) {
-  json::Body doc(body);
-  Field root = doc.root();
-  MessagesRequest out;
-  out.conversation = parse_conversation(root, &out.omit_thinking);
-  out.params.model = root.required("model").string();
-  return out;
+  return parse_body(body, [&](const Field& root) {
+    MessagesRequest out;
+    out.conversation = parse_conversation(root, &out.omit_thinking);
+    out.params.model = root.required("model").string();
+    return out;
+  });
 }
 
 }  // namespace waste

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "protocol/api_error.h"
 #include "protocol/json/python_json.h"
 
 namespace waste::json {
@@ -27,8 +26,8 @@ std::string_view Field::kind() const {
 }
 
 void Field::refuse(std::string_view why) const {
-  if (path_.empty()) throw ApiError(400, fmt::format("request body: {}", why));
-  throw ApiError(400, fmt::format("{}: {}", path_, why), path_);
+  if (path_.empty()) throw FieldError(fmt::format("request body: {}", why), "");
+  throw FieldError(fmt::format("{}: {}", path_, why), path_);
 }
 
 std::string Field::child_path(std::string_view key) const {
@@ -78,7 +77,7 @@ std::optional<double> Field::get_number(std::string_view key, double lo, double 
 
 Field Field::required(std::string_view key) const {
   if (std::optional<Field> f = get(key)) return *f;
-  throw ApiError(400, fmt::format("{}: missing", child_path(key)), child_path(key));
+  throw FieldError(fmt::format("{}: missing", child_path(key)), child_path(key));
 }
 
 std::string Field::string() const {
@@ -147,9 +146,9 @@ std::string Field::compact_json() const {
 
 Body::Body(std::string_view text) {
   if (simdjson::error_code err = doc_.parse(text))
-    throw ApiError(400,
-                   fmt::format("request body: not valid JSON ({})", simdjson::error_message(err)));
-  if (!doc_.root().is_object()) throw ApiError(400, "request body: must be a JSON object");
+    throw FieldError(fmt::format("request body: not valid JSON ({})", simdjson::error_message(err)),
+                     "");
+  if (!doc_.root().is_object()) throw FieldError("request body: must be a JSON object", "");
 }
 
 }  // namespace waste::json

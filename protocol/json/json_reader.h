@@ -1,13 +1,14 @@
 // The one reader of untrusted request bodies. A Field is a JSON value together with the path a
-// client would write for it (`messages[2].content[0].type`); every refusal is an ApiError (400)
-// whose message starts with that path and whose `param` is the path, so any API can answer it in
-// its own error shape and the client sees exactly which field was wrong. Numbers simdjson cannot
-// hold (json_document.h) are numbers here too: ranges refuse them naming the field and the text
-// sent, and compact_json() writes them as sent.
+// client would write for it (`messages[2].content[0].type`); every refusal is a FieldError whose
+// message starts with that path and which carries the path, so any API can answer it in its own
+// error shape (protocol/request_body.h) and the client sees exactly which field was wrong. Numbers
+// simdjson cannot hold (json_document.h) are numbers here too: ranges refuse them naming the field
+// and the text sent, and compact_json() writes them as sent.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,6 +19,19 @@
 #include "protocol/json/json_document.h"
 
 namespace waste::json {
+
+// A refusal of the body ("request body: why", path "") or of one field ("PATH: why").
+class FieldError : public std::runtime_error {
+ public:
+  FieldError(std::string message_text, std::string field_path)
+      : std::runtime_error(message_text),
+        message(std::move(message_text)),
+        path(std::move(field_path)) {}
+
+  // The whole message: what() ends at an embedded NUL, and a field's value may hold one.
+  std::string message;
+  std::string path;
+};
 
 class Field {
  public:
@@ -63,7 +77,7 @@ class Field {
   // double's range as sent.
   std::string compact_json() const;
 
-  // ApiError(400, "PATH: why", PATH).
+  // FieldError("PATH: why", PATH).
   [[noreturn]] void refuse(std::string_view why) const;
 
   // The simdjson element: a number simdjson cannot hold is a string there (json_document.h).
@@ -78,7 +92,7 @@ class Field {
   const Document* doc_;
 };
 
-// A parsed body: owns the DOM its fields point into. Refuses (400) text that is not JSON or
+// A parsed body: owns the DOM its fields point into. Refuses (FieldError) text that is not JSON or
 // whose top level is not an object.
 class Body {
  public:

@@ -8,6 +8,7 @@
 #include "protocol/api_error.h"
 #include "protocol/json/json_reader.h"
 #include "protocol/openai/request_fields.h"
+#include "protocol/request_body.h"
 
 namespace waste {
 
@@ -304,7 +305,7 @@ std::vector<std::pair<int, float>> parse_logit_bias(const Field& root, int vocab
   return out;
 }
 
-// Chat's `logprobs` (a boolean) and `top_logprobs`, as SamplerParams::logprobs.
+// Chat's `logprobs` (a boolean) and `top_logprobs`, as Sampling::logprobs.
 int chat_logprobs(const Field& root) {
   const bool on = root.get_boolean("logprobs").value_or(false);
   std::optional<int64_t> top = root.get_integer("top_logprobs", 0, 20);
@@ -317,7 +318,7 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits,
                               int64_t least_tokens = 1) {
   GenerationParams g;
   if (std::optional<std::string> m = root.get_string("model")) g.model = *m;
-  SamplerParams& sp = g.sampler;
+  Sampling& sp = g.sampler;
   sp.temperature = (float)root.get_number("temperature", 0, 2).value_or(1.0);
   sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(1.0);
   if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");
@@ -410,46 +411,46 @@ void parse_thinking(const Field& root, Conversation& out) {
 }
 
 ChatCompletionRequest parse_chat_completion(std::string_view body, const RequestLimits& limits) {
-  json::Body doc(body);
-  Field root = doc.root();
-  ChatCompletionRequest out;
-  out.conversation = parse_conversation(root);
-  out.params = parse_params(root, limits);
-  out.params.sampler.logprobs = chat_logprobs(root);
-  out.legacy_functions = root.has("functions") || root.has("function_call");
-  return out;
+  return parse_body(body, [&](const Field& root) {
+    ChatCompletionRequest out;
+    out.conversation = parse_conversation(root);
+    out.params = parse_params(root, limits);
+    out.params.sampler.logprobs = chat_logprobs(root);
+    out.legacy_functions = root.has("functions") || root.has("function_call");
+    return out;
+  });
 }
 
 CompletionRequest parse_completion(std::string_view body, const RequestLimits& limits) {
-  json::Body doc(body);
-  Field root = doc.root();
-  CompletionRequest out;
-  out.echo = root.get_boolean("echo").value_or(false);
-  out.params = parse_params(root, limits, out.echo ? 0 : 1);
-  if (std::optional<int64_t> lp = root.get_integer("logprobs", 0, 20))
-    out.params.sampler.logprobs = (int)*lp;
-  Field prompt = root.required("prompt");
-  if (prompt.is_string()) {
-    out.text = prompt.string();
+  return parse_body(body, [&](const Field& root) {
+    CompletionRequest out;
+    out.echo = root.get_boolean("echo").value_or(false);
+    out.params = parse_params(root, limits, out.echo ? 0 : 1);
+    if (std::optional<int64_t> lp = root.get_integer("logprobs", 0, 20))
+      out.params.sampler.logprobs = (int)*lp;
+    Field prompt = root.required("prompt");
+    if (prompt.is_string()) {
+      out.text = prompt.string();
+      return out;
+    }
+    if (!prompt.is_array())
+      prompt.refuse("must be a string, a list of one string, or a list of token ids");
+    std::vector<Field> items = prompt.items();
+    if (items.size() == 1 && items[0].is_string()) {
+      out.text = items[0].string();
+      return out;
+    }
+    for (const Field& id : items) {
+      if (!id.element().is_int64())
+        prompt.refuse("a list prompt must hold token ids (one prompt per request)");
+      int64_t v = int64_t(id.element().get_int64());
+      if (v < 0 || (limits.vocab > 0 && v >= limits.vocab))
+        prompt.refuse(fmt::format("token id {} is out of range", v));
+      out.ids.push_back((int32_t)v);
+    }
+    if (out.ids.empty()) prompt.refuse("must not be empty");
     return out;
-  }
-  if (!prompt.is_array())
-    prompt.refuse("must be a string, a list of one string, or a list of token ids");
-  std::vector<Field> items = prompt.items();
-  if (items.size() == 1 && items[0].is_string()) {
-    out.text = items[0].string();
-    return out;
-  }
-  for (const Field& id : items) {
-    if (!id.element().is_int64())
-      prompt.refuse("a list prompt must hold token ids (one prompt per request)");
-    int64_t v = int64_t(id.element().get_int64());
-    if (v < 0 || (limits.vocab > 0 && v >= limits.vocab))
-      prompt.refuse(fmt::format("token id {} is out of range", v));
-    out.ids.push_back((int32_t)v);
-  }
-  if (out.ids.empty()) prompt.refuse("must not be empty");
-  return out;
+  });
 }
 
 }  // namespace waste

@@ -5,6 +5,7 @@
 #include "protocol/api_error.h"
 #include "protocol/json/json_reader.h"
 #include "protocol/openai/request_fields.h"
+#include "protocol/request_body.h"
 
 namespace waste {
 
@@ -209,7 +210,7 @@ ResponseFormat parse_text_format(const Field& root) {
 GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   GenerationParams g;
   if (std::optional<std::string> m = root.get_string("model")) g.model = *m;
-  SamplerParams& sp = g.sampler;
+  Sampling& sp = g.sampler;
   sp.temperature = (float)root.get_number("temperature", 0, 2).value_or(sp.temperature);
   sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(sp.top_p);
   if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");
@@ -223,21 +224,21 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
 }  // namespace
 
 ResponsesRequest parse_responses_request(std::string_view body, const RequestLimits& limits) {
-  json::Body doc(body);
-  Field root = doc.root();
-  ResponsesRequest out;
-  if (std::optional<Field> prev = root.get("previous_response_id"))
-    prev->refuse("this server keeps no responses; send the whole conversation as input");
-  out.instructions = root.get_string("instructions").value_or("");
-  Conversation& c = out.conversation;
-  c.messages = parse_input(root, out.instructions);
-  c.tools = parse_tools(root);
-  c.tool_choice = parse_tool_choice(root);
-  c.response_format = parse_text_format(root);
-  parse_thinking(root, c);  // reasoning.effort
-  out.params = parse_params(root, limits);
-  if (std::optional<Field> store = root.get("store")) store->boolean();
-  return out;
+  return parse_body(body, [&](const Field& root) {
+    ResponsesRequest out;
+    if (std::optional<Field> prev = root.get("previous_response_id"))
+      prev->refuse("this server keeps no responses; send the whole conversation as input");
+    out.instructions = root.get_string("instructions").value_or("");
+    Conversation& c = out.conversation;
+    c.messages = parse_input(root, out.instructions);
+    c.tools = parse_tools(root);
+    c.tool_choice = parse_tool_choice(root);
+    c.response_format = parse_text_format(root);
+    parse_thinking(root, c);  // reasoning.effort
+    out.params = parse_params(root, limits);
+    if (std::optional<Field> store = root.get("store")) store->boolean();
+    return out;
+  });
 }
 
 }  // namespace waste

@@ -3,6 +3,7 @@
 #include "engine/base/stopwatch.h"
 #include "protocol/api_error.h"
 #include "protocol/json/json_reader.h"
+#include "server/api/job_failure.h"
 
 namespace waste {
 
@@ -141,7 +142,8 @@ void AnthropicSink::end(std::span<const DecodeResult> rs) {
   out_->finish();
 }
 
-void AnthropicSink::fail(int status, const std::string& message, const std::string&) {
+void AnthropicSink::fail(JobFailure failure, const std::string& message) {
+  const int status = http_failure(failure).status;
   std::string body = anthropic_error_body(status, message);
   if (!started_) {
     out_->send(status, kJson, body);

@@ -32,7 +32,7 @@ class AnthropicSink final : public JobSink {
   void on_event(const ReplyEvent& e) override;
   void begin() override;
   void end(std::span<const DecodeResult> replies) override;
-  void fail(int status, const std::string& message, const std::string& code) override;
+  void fail(JobFailure failure, const std::string& message) override;
 
  private:
   void append(ContentBlockOut::Kind kind, const std::string& text);

@@ -4,6 +4,7 @@
 
 #include "engine/base/stopwatch.h"
 #include "protocol/openai/error.h"
+#include "server/api/job_failure.h"
 
 namespace waste {
 
@@ -231,10 +232,11 @@ void OpenAiSink::end(std::span<const DecodeResult> rs) {
   out_->finish();
 }
 
-void OpenAiSink::fail(int status, const std::string& message, const std::string& code) {
-  std::string body = openai_refusal_body(status, message, code);
+void OpenAiSink::fail(JobFailure failure, const std::string& message) {
+  const HttpFailure f = http_failure(failure);
+  std::string body = openai_refusal_body(f.status, message, f.code);
   if (!started_) {
-    out_->send(status, kJson, body);
+    out_->send(f.status, kJson, body);
     return;
   }
   out_->event(body);

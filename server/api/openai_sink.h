@@ -42,7 +42,7 @@ class OpenAiSink final : public JobSink {
   void begin_choice(size_t index) override;
   void begin() override;
   void end(std::span<const DecodeResult> replies) override;
-  void fail(int status, const std::string& message, const std::string& code) override;
+  void fail(JobFailure failure, const std::string& message) override;
 
  private:
   // What one reply has produced so far.

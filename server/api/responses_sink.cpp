@@ -4,6 +4,7 @@
 
 #include "engine/base/stopwatch.h"
 #include "protocol/openai/error.h"
+#include "server/api/job_failure.h"
 
 namespace waste {
 
@@ -156,14 +157,15 @@ void ResponsesSink::end(std::span<const DecodeResult> rs) {
   out_->finish();
 }
 
-void ResponsesSink::fail(int status, const std::string& message, const std::string& code) {
+void ResponsesSink::fail(JobFailure failure, const std::string& message) {
+  const HttpFailure f = http_failure(failure);
   if (!started_) {
-    out_->send(status, kJson, openai_refusal_body(status, message, code));
+    out_->send(f.status, kJson, openai_refusal_body(f.status, message, f.code));
     return;
   }
   r_.status = "failed";
   r_.error = message;
-  write("error", error_event(next_seq(), message, code));
+  write("error", error_event(next_seq(), message, f.code));
   write("response.failed", response_event("response.failed", next_seq(), r_));
   out_->finish();
 }

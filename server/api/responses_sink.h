@@ -26,7 +26,7 @@ class ResponsesSink final : public JobSink {
   void on_token(int32_t, const TokenLogprobs*) override { unread_tokens_++; }
   void begin() override;
   void end(std::span<const DecodeResult> replies) override;
-  void fail(int status, const std::string& message, const std::string& code) override;
+  void fail(JobFailure failure, const std::string& message) override;
 
  private:
   void open_item(OutputItem item);

@@ -98,7 +98,7 @@ size_t EngineWorker::drain(std::chrono::milliseconds grace) {
     left.swap(queue_);
   }
   cv_.notify_all();
-  for (Job& j : left) j.sink->fail(503, "the server is shutting down", "shutting_down");
+  for (Job& j : left) j.sink->fail(JobFailure::kShuttingDown, "the server is shutting down");
   bool cut = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -154,7 +154,7 @@ void EngineWorker::run(Job& job) {
       std::lock_guard<std::mutex> lock(mu_);
       last_error_ = message;
     }
-    job.sink->fail(500, message, "engine_error");
+    job.sink->fail(JobFailure::kEngineError, message);
     return;
   }
   counters_.failed_in_a_row = 0;
@@ -163,7 +163,8 @@ void EngineWorker::run(Job& job) {
   if (last.finish != Finish::kCancelled)
     job.sink->end(rs);
   else if (cut_)
-    job.sink->fail(503, "the server is shutting down; this reply was cut short", "shutting_down");
+    job.sink->fail(JobFailure::kShuttingDown,
+                   "the server is shutting down; this reply was cut short");
   size_t out = 0;
   double decode = 0;
   for (const DecodeResult& r : rs) out += r.tokens.size(), decode += r.decode_seconds;

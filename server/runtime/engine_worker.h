@@ -24,6 +24,12 @@
 
 namespace waste {
 
+// Why a job ended without its replies; each API answers it in its own terms.
+enum class JobFailure {
+  kEngineError,   // the engine threw while running it
+  kShuttingDown,  // the server stopped before it ran, or cut it short
+};
+
 // The job's side of a generation: where its events go and how it answers.
 class JobSink : public ReplySink {
  public:
@@ -32,9 +38,8 @@ class JobSink : public ReplySink {
   // Every reply is complete (not called when one was cancelled): the final chunks, or the whole
   // body. One result per reply, in order.
   virtual void end(std::span<const DecodeResult> replies) = 0;
-  // The job failed (`status` 500 for an engine error, 503 when the server stops before it ran):
-  // an error body, or an error event that ends a stream that already began.
-  virtual void fail(int status, const std::string& message, const std::string& code) = 0;
+  // The job failed: an error body, or an error event that ends a stream that already began.
+  virtual void fail(JobFailure failure, const std::string& message) = 0;
 };
 
 struct Job {
@@ -72,7 +77,7 @@ class EngineWorker {
   EngineWorker(Model& model, WorkerOptions opt);
   ~EngineWorker();
 
-  // False when the queue is full (the caller answers 429) or the worker is stopping (503).
+  // False when the queue is full or the worker is stopping (see stopping()).
   bool submit(Job job);
   bool stopping() const;
   size_t queue_depth() const;
@@ -86,9 +91,9 @@ class EngineWorker {
     if (cache_.disk()) cache_.disk()->flush();
   }
   const WorkerOptions& options() const { return opt_; }
-  // Stops taking jobs: queued ones are answered 503 at once; the running one may finish within
-  // `grace`, after which it is cut (its reply ends with a 503 error). Returns how many replies
-  // were cut (0 or 1). Later calls return 0.
+  // Stops taking jobs: queued ones fail (kShuttingDown) at once; the running one may finish
+  // within `grace`, after which it is cut (its reply ends with that failure). Returns how many
+  // replies were cut (0 or 1). Later calls return 0.
   size_t drain(std::chrono::milliseconds grace);
   // drain() with no grace.
   void stop() { drain(std::chrono::milliseconds(0)); }
