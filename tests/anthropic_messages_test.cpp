@@ -196,6 +196,27 @@ TEST(AnthropicSink, StreamOrderAndStopReasons) {
   EXPECT_EQ(anthropic_stop(r, false).reason, "end_turn");
 }
 
+// Arguments that are not a JSON object (a reply parser's bug) come back as the empty input, never
+// as broken JSON and never as a failed reply.
+TEST(AnthropicSink, AToolInputThatIsNotAnObjectBecomesTheEmptyObject) {
+  using K = ReplyEvent::Kind;
+  for (const char* args : {"[1,2]", "{\"a\":", "7"}) {
+    auto w = std::make_shared<test::RecordingWriter>();
+    AnthropicSink sink(w, {"msg_1", "k3"}, {false, 10, false, std::chrono::milliseconds(0)});
+    sink.begin();
+    sink.on_event(reply_event(K::kToolCallStart));
+    sink.on_event(reply_event(K::kToolCallArguments, args));
+    sink.on_event(reply_event(K::kToolCallEnd));
+    sink.on_event(reply_event(K::kEnd));
+    DecodeResult r;
+    r.finish = Finish::kEnd;
+    sink.end(std::vector{r});
+    ASSERT_EQ(w->calls.size(), 1u) << args;
+    EXPECT_TRUE(w->calls[0].starts_with("send 200 application/json ")) << w->calls[0];
+    EXPECT_NE(w->calls[0].find(R"("input":{})"), std::string::npos) << w->calls[0];
+  }
+}
+
 // display "omitted": the thinking block is there, streamed as a start and a stop, with no text.
 TEST(AnthropicSink, OmittedThinkingKeepsTheBlockWithoutItsText) {
   auto w = std::make_shared<test::RecordingWriter>();

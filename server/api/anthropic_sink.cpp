@@ -25,7 +25,7 @@ AnthropicUsage usage_of(const DecodeResult& r) {
 std::string object_or_empty(const std::string& json) {
   try {
     json::Body object(json);  // refuses anything but an object
-  } catch (const ApiError&) {
+  } catch (const json::FieldError&) {
     return "{}";
   }
   return json;

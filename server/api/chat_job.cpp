@@ -157,7 +157,7 @@ Job completion_job(const ServingModel& m, const ServeOptions& opt, std::vector<i
   in.end_ids = m.format.end_ids();
   in.stop = p.stop;
   in.sampler = sampler_params(p.sampler);
-  if (!in.sampler.seed) in.sampler.seed = opt.seed;
+  in.sampler.seed = reply_seed(in.sampler.seed, opt.seed);
   in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "prompt");
   // A completion shows what the model wrote, special tokens included, up to an end token.
   for (int i = 0; i < p.n; i++)
