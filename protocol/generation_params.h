@@ -8,25 +8,13 @@
 #include <utility>
 #include <vector>
 
-namespace waste {
+#include "engine/base/sampler_params.h"
 
-// The sampling a client asked for, as every API's parser reads it. The wire does not know the
-// engine: the daemon turns this into the sampler's SamplerParams (engine/model/sampler.h says what
-// each field does).
-struct Sampling {
-  float temperature = 1.0f;  // 0 = greedy
-  int top_k = 0;             // 0 = off
-  float top_p = 1.0f;        // 1 = off
-  float min_p = 0.0f;        // 0 = off
-  float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
-  std::vector<std::pair<int, float>> logit_bias;  // (token id, bias in [-100, 100])
-  std::optional<uint64_t> seed;                   // none: the server's choice
-  int logprobs = -1;  // -1: none; else the alternatives reported per token
-};
+namespace waste {
 
 struct GenerationParams {
   std::string model;  // the model the client named; empty when it named none
-  Sampling sampler;
+  SamplerParams sampler;
   std::optional<int64_t> max_tokens;  // unset: the server's default
   std::vector<std::string> stop;      // stop strings, each non-empty
   bool stream = false;

@@ -33,23 +33,11 @@
 #include <vector>
 
 #include "engine/base/rng.h"
+#include "engine/base/sampler_params.h"
 
 namespace waste {
 
 struct SamplerKernels;
-
-struct SamplerParams {
-  float temperature = 1.0f;  // 0 = greedy
-  int top_k = 0;             // 0 = off
-  float top_p = 1.0f;        // 1 = off
-  float min_p = 0.0f;        // 0 = off
-  float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
-  std::vector<std::pair<int, float>> logit_bias;  // (token id, bias in [-100, 100])
-  std::optional<uint64_t> seed;                   // none: a fresh random seed per Sampler
-  // -1: no log-probabilities; otherwise each draw reports its id's and the best `logprobs` ids'
-  // (0-20, OpenAI's top_logprobs).
-  int logprobs = -1;
-};
 
 // One draw's report (see the header comment for the distribution).
 struct TokenLogprobs {

@@ -286,7 +286,7 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   g.model = root.required("model").string();
   int64_t cap = limits.max_tokens_cap > 0 ? limits.max_tokens_cap : INT32_MAX;
   g.max_tokens = root.required("max_tokens").integer(1, cap);
-  Sampling& sp = g.sampler;
+  SamplerParams& sp = g.sampler;
   sp.temperature = (float)root.get_number("temperature", 0, 1).value_or(sp.temperature);
   sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(sp.top_p);
   if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");

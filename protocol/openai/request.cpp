@@ -305,7 +305,7 @@ std::vector<std::pair<int, float>> parse_logit_bias(const Field& root, int vocab
   return out;
 }
 
-// Chat's `logprobs` (a boolean) and `top_logprobs`, as Sampling::logprobs.
+// Chat's `logprobs` (a boolean) and `top_logprobs`, as SamplerParams::logprobs.
 int chat_logprobs(const Field& root) {
   const bool on = root.get_boolean("logprobs").value_or(false);
   std::optional<int64_t> top = root.get_integer("top_logprobs", 0, 20);
@@ -318,7 +318,7 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits,
                               int64_t least_tokens = 1) {
   GenerationParams g;
   if (std::optional<std::string> m = root.get_string("model")) g.model = *m;
-  Sampling& sp = g.sampler;
+  SamplerParams& sp = g.sampler;
   sp.temperature = (float)root.get_number("temperature", 0, 2).value_or(1.0);
   sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(1.0);
   if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");

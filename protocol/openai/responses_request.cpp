@@ -210,7 +210,7 @@ ResponseFormat parse_text_format(const Field& root) {
 GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   GenerationParams g;
   if (std::optional<std::string> m = root.get_string("model")) g.model = *m;
-  Sampling& sp = g.sampler;
+  SamplerParams& sp = g.sampler;
   sp.temperature = (float)root.get_number("temperature", 0, 2).value_or(sp.temperature);
   sp.top_p = (float)root.get_number("top_p", 0, 1).value_or(sp.top_p);
   if (!(sp.top_p > 0)) throw ApiError(400, "top_p: must be greater than 0", "top_p");

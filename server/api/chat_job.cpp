@@ -14,21 +14,6 @@ namespace waste {
 
 namespace {
 
-// The wire does not see the engine, so the sampling a client asked for becomes the sampler's own
-// parameters here, where the job is built.
-SamplerParams sampler_params(const Sampling& s) {
-  return {.temperature = s.temperature,
-          .top_k = s.top_k,
-          .top_p = s.top_p,
-          .min_p = s.min_p,
-          .presence_penalty = s.presence_penalty,
-          .frequency_penalty = s.frequency_penalty,
-          .repetition_penalty = s.repetition_penalty,
-          .logit_bias = s.logit_bias,
-          .seed = s.seed,
-          .logprobs = s.logprobs};
-}
-
 ImageRequestLimits image_limits(const ServeOptions& o) {
   ImageRequestLimits l;
   l.decode.max_encoded_bytes = o.max_image_bytes;
@@ -139,7 +124,7 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
   in.constraint = reply_constraint(m, c, rp.thinking);
   in.end_ids = m.format.end_ids();
   in.stop = p.stop;
-  in.sampler = sampler_params(p.sampler);
+  in.sampler = p.sampler;
   // One seed for the sampler and the call ids the parser draws, reported alike.
   in.sampler.seed = reply_seed(in.sampler.seed, opt.seed);
   in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "messages");
@@ -156,7 +141,7 @@ Job completion_job(const ServingModel& m, const ServeOptions& opt, std::vector<i
   in.prompt = std::move(prompt);
   in.end_ids = m.format.end_ids();
   in.stop = p.stop;
-  in.sampler = sampler_params(p.sampler);
+  in.sampler = p.sampler;
   in.sampler.seed = reply_seed(in.sampler.seed, opt.seed);
   in.max_new = reply_budget(opt, m.host.ctx(), in.prompt.size(), p, "prompt");
   // A completion shows what the model wrote, special tokens included, up to an end token.

@@ -47,34 +47,40 @@ void prompt_cache_metrics(const PrefixCache& cache, const MetricWriter& metric, 
 void model_metrics(const ServingModel& model, const MetricWriter& metric, std::string* out) {
   const EngineWorker& worker = model.worker;
   const WorkerCounters& c = worker.counters();
-  ExpertStats st = model.host.model().expert_stats();
-  metric("waste_requests_total", "counter", "generation requests taken by the engine",
-         (double)c.requests);
-  metric("waste_requests_failed_total", "counter", "requests that failed in the engine",
-         (double)c.failed);
-  metric("waste_requests_cancelled_total", "counter", "requests whose client went away",
-         (double)c.cancelled);
-  metric("waste_prompt_tokens_total", "counter", "prompt tokens", (double)c.prompt_tokens);
-  metric("waste_cached_prompt_tokens_total", "counter", "prompt tokens restored from snapshots",
-         (double)c.cached_tokens);
-  metric("waste_completion_tokens_total", "counter", "generated tokens",
-         (double)c.completion_tokens);
-  double decode_s = (double)c.decode_micros / 1e6;
-  metric("waste_decode_tokens_per_second", "gauge", "generated tokens per second of decoding",
-         decode_s > 0 ? (double)c.completion_tokens / decode_s : 0);
-  metric("waste_queue_depth", "gauge", "requests waiting", (double)worker.queue_depth());
-  metric("waste_busy", "gauge", "1 while a request is generating", worker.busy() ? 1 : 0);
-  metric("waste_expert_cache_hits_total", "counter", "expert records found in RAM",
-         (double)st.hits);
-  metric("waste_expert_cache_misses_total", "counter", "expert records read from disk",
-         (double)st.misses);
-  metric("waste_expert_bytes_read_total", "counter", "bytes of expert records read",
-         (double)st.bytes_read);
-  metric("waste_expert_cache_warmed_records", "gauge",
-         "expert records read into the cache at start from earlier runs' counts",
-         (double)st.warmed);
-  metric("waste_expert_cache_warm_seconds", "gauge", "how long warming the expert cache took",
-         st.warm_seconds);
+  const ExpertStats st = model.host.model().expert_stats();
+  const double decode_s = (double)c.decode_micros / 1e6;
+  struct Series {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const Series series[] = {
+      {"waste_requests_total", "counter", "generation requests taken by the engine",
+       (double)c.requests},
+      {"waste_requests_failed_total", "counter", "requests that failed in the engine",
+       (double)c.failed},
+      {"waste_requests_cancelled_total", "counter", "requests whose client went away",
+       (double)c.cancelled},
+      {"waste_prompt_tokens_total", "counter", "prompt tokens", (double)c.prompt_tokens},
+      {"waste_cached_prompt_tokens_total", "counter", "prompt tokens restored from snapshots",
+       (double)c.cached_tokens},
+      {"waste_completion_tokens_total", "counter", "generated tokens", (double)c.completion_tokens},
+      {"waste_decode_tokens_per_second", "gauge", "generated tokens per second of decoding",
+       decode_s > 0 ? (double)c.completion_tokens / decode_s : 0},
+      {"waste_queue_depth", "gauge", "requests waiting", (double)worker.queue_depth()},
+      {"waste_busy", "gauge", "1 while a request is generating", worker.busy() ? 1.0 : 0.0},
+      {"waste_expert_cache_hits_total", "counter", "expert records found in RAM", (double)st.hits},
+      {"waste_expert_cache_misses_total", "counter", "expert records read from disk",
+       (double)st.misses},
+      {"waste_expert_bytes_read_total", "counter", "bytes of expert records read",
+       (double)st.bytes_read},
+      {"waste_expert_cache_warmed_records", "gauge",
+       "expert records read into the cache at start from earlier runs' counts", (double)st.warmed},
+      {"waste_expert_cache_warm_seconds", "gauge", "how long warming the expert cache took",
+       st.warm_seconds},
+  };
+  for (const Series& m : series) metric(m.name, m.type, m.help, m.value);
   prompt_cache_metrics(worker.prefix_cache(), metric, out);
 }
 
