@@ -137,6 +137,12 @@ std::optional<int32_t> ChatFormat::media_pad() const {
   return tok_.find_special(k3::kMediaPad);
 }
 
+std::string ChatFormat::image_block(int width, int height) const {
+  if (family_ != ChatFamily::kK3)
+    fail<UsageError>("this model's chat format ({}) has no image blocks", family_name());
+  return k3_image_prompt(width, height);
+}
+
 std::vector<int32_t> ChatFormat::forced_tool_call(const Conversation& c, bool thinking) const {
   if (family_ != ChatFamily::kK3) return {};
   std::string markup = k3_forced_opening(c, thinking);

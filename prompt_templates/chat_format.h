@@ -46,7 +46,7 @@ class ChatFormat {
   const char* family_name() const;
   const Tokenizer& tokenizer() const { return tok_; }
 
-  // The prompt for `c`. `image_prompts` holds one media block (k3_image_prompt) per image part,
+  // The prompt for `c`. `image_prompts` holds one media block (image_block) per image part,
   // in order: each block's <|media_pad|> is one id here, for the caller to widen to the image's
   // positions; without them an image part renders as K3's placeholder token, and a family
   // without images refuses image parts. Throws UsageError naming the field the format cannot
@@ -74,6 +74,9 @@ class ChatFormat {
   // The id each image's media block holds once, for the caller to widen to the image's
   // positions (K3's <|media_pad|>); none for a family without images.
   std::optional<int32_t> media_pad() const;
+  // One image's media block for render()'s `image_prompts` (K3's `<|media_begin|>image WxH…`).
+  // Throws UsageError for a family without images.
+  std::string image_block(int width, int height) const;
 
  private:
   static std::optional<Conversation> preamble(const Conversation& c);

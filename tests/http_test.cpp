@@ -950,6 +950,25 @@ TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
   EXPECT_EQ(server_->stats().idle_connections_evicted, 1u);
 }
 
+// A connection that ends gives its place back: with room for one, a client that asked to close
+// after its answer is followed by another that is served, with no eviction needed.
+TEST_F(HttpTest, AClosedConnectionGivesItsPlaceBack) {
+  Options o = options();
+  o.max_connections = 1;
+  start(o);
+  Client first(port_);
+  ASSERT_TRUE(first.send("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(status_of(first.read_response()), 200);
+  EXPECT_TRUE(first.wait_closed());
+  // A closing connection is never evicted, so until the server has let go of it a newcomer is
+  // refused; once it has, the newcomer takes the freed place.
+  EXPECT_TRUE(eventually([&] {
+    Client next(port_);
+    return status_of(next.request("GET", "/health")) == 200;
+  }));
+  EXPECT_EQ(server_->stats().idle_connections_evicted, 0u);
+}
+
 // At the limit, the connection idle the longest is closed for a newcomer, whether it is between
 // requests or never sent one.
 TEST_F(HttpTest, AtTheLimitTheLongestIdleConnectionMakesWay) {

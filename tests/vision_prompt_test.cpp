@@ -166,6 +166,12 @@ TEST_F(VisionPromptTest, TheChatFormatNamesTheMediaPad) {
   const ChatFormat raw(plain, std::nullopt, ChatDefaults{});
   ASSERT_EQ(raw.family(), ChatFamily::kRaw);
   EXPECT_FALSE(raw.media_pad().has_value());
+  // The media block is the family's too: K3 names the image's size, a family without images
+  // refuses rather than borrow K3's markup.
+  const std::string block = format_->image_block(30, 20);
+  EXPECT_NE(block.find("image 30x20"), std::string::npos) << block;
+  EXPECT_NE(block.find("<|media_pad|>"), std::string::npos) << block;
+  EXPECT_THROW(raw.image_block(30, 20), UsageError);
 }
 
 TEST_F(VisionPromptTest, UserTextCannotForgeOrConsumeImageSlots) {

@@ -52,7 +52,7 @@ std::shared_ptr<PromptImages> images_from_args(const ModelHost& m, const Args& a
     return p;
   };
   try {
-    prompt = render_with_images(images.get(), before_prompt).ids;
+    prompt = render_with_images(format, images.get(), before_prompt).ids;
   } catch (const UsageError& e) {
     throw UsageFailure{e.what()};
   }

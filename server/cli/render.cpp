@@ -63,7 +63,7 @@ int cmd_render(int argc, char** argv) {
   if (has_images(c)) images = render_images(a, c, enc);
   std::vector<Segment> segments;
   const RenderedPrompt prompt =
-      render_with_images(images.get(), [&](const ChatFormat::ImagePrompts& blocks) {
+      render_with_images(format, images.get(), [&](const ChatFormat::ImagePrompts& blocks) {
         segments = format.segments(c, blocks);
         const std::vector<TokenId> ids = tokenize_segments(*tok, segments);
         return RenderedPrompt{{ids.begin(), ids.end()}, {}, false};

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "engine/base/error.h"
-#include "prompt_templates/k3/k3_template.h"
 
 namespace waste {
 
@@ -27,10 +26,10 @@ PromptImage prepare_image(std::span<const uint8_t> bytes, const ImageEncoder& en
 PromptImages::PromptImages(ImageEncoder& enc, std::vector<PromptImage> images)
     : enc_(enc), images_(std::move(images)), rows_(images_.size()) {}
 
-std::vector<std::string> PromptImages::media_prompts() const {
+std::vector<std::string> PromptImages::media_prompts(const ChatFormat& format) const {
   std::vector<std::string> out;
   for (const PromptImage& im : images_)
-    out.push_back(k3_image_prompt(im.pixels->orig_w, im.pixels->orig_h));
+    out.push_back(format.image_block(im.pixels->orig_w, im.pixels->orig_h));
   return out;
 }
 
@@ -70,17 +69,19 @@ void PromptImages::place(std::vector<int32_t>& ids, std::vector<size_t>& points,
   points = std::move(moved);
 }
 
-RenderedPrompt render_with_images(PromptImages* images, const MediaRender& render) {
+RenderedPrompt render_with_images(const ChatFormat& format, PromptImages* images,
+                                  const MediaRender& render) {
   if (!images) return render(std::nullopt);
-  RenderedPrompt p = render(images->media_prompts());
+  RenderedPrompt p = render(images->media_prompts(format));
   images->place(p.ids, p.snapshots, images->pad_id());
   return p;
 }
 
 RenderedPrompt render_with_images(const ChatFormat& format, const Conversation& c,
                                   PromptImages* images) {
-  return render_with_images(
-      images, [&](const ChatFormat::ImagePrompts& blocks) { return format.render(c, blocks); });
+  return render_with_images(format, images, [&](const ChatFormat::ImagePrompts& blocks) {
+    return format.render(c, blocks);
+  });
 }
 
 std::vector<EmbeddingOverride> PromptImages::overrides(size_t from, size_t n, ThreadPool& pool) {

@@ -37,8 +37,8 @@ class PromptImages {
  public:
   PromptImages(ImageEncoder& enc, std::vector<PromptImage> images);
 
-  // One k3_image_prompt per image, in order, for ChatFormat::render.
-  std::vector<std::string> media_prompts() const;
+  // One media block per image, in order, in `format`'s words, for ChatFormat::render.
+  std::vector<std::string> media_prompts(const ChatFormat& format) const;
   // Widens each <|media_pad|> (`pad_id`) of a rendered prompt to its image's positions, moves
   // each of `points` (snapshot points) past the positions added before it and records the
   // position keys. Throws UsageError when the prompt holds another number of pads than there are
@@ -71,7 +71,8 @@ class PromptImages {
 // each pad is then widened to its image's positions, the snapshot points moving past them.
 // Throws UsageError when the prompt holds another number of pads than there are images.
 using MediaRender = std::function<RenderedPrompt(const ChatFormat::ImagePrompts& blocks)>;
-RenderedPrompt render_with_images(PromptImages* images, const MediaRender& render);
+RenderedPrompt render_with_images(const ChatFormat& format, PromptImages* images,
+                                  const MediaRender& render);
 // `c` rendered by `format` with its image parts' blocks placed.
 RenderedPrompt render_with_images(const ChatFormat& format, const Conversation& c,
                                   PromptImages* images);
