@@ -22,7 +22,8 @@ function(waste_headers target scope)
 endfunction()
 
 # waste_library(<target> FOLDERS <folder>... [LINKS <library>...]): a static library of the
-# folders' *.cpp that owns their headers and links (PUBLIC) only what it names.
+# folders' *.cpp (those for the target OS) that owns their headers and links (PUBLIC) only what
+# it names.
 function(waste_library target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "FOLDERS;LINKS")
   set(sources "")
@@ -30,6 +31,13 @@ function(waste_library target)
     file(GLOB found CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${folder}/*.cpp)
     list(APPEND sources ${found})
   endforeach()
+  # A source named for an OS (the platform layer's, engine/base/platform.h) is built for it alone.
+  if(NOT CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    list(FILTER sources EXCLUDE REGEX "_linux\\.cpp$")
+  endif()
+  if(NOT APPLE)
+    list(FILTER sources EXCLUDE REGEX "_macos\\.cpp$")
+  endif()
   add_library(${target} STATIC ${sources})
   waste_headers(${target} PUBLIC ${arg_FOLDERS})
   target_link_libraries(${target} PUBLIC ${arg_LINKS})

@@ -1,4 +1,4 @@
-// The RAM planner's budget rules and the cgroup limits it honours.
+// The RAM planner's budget rules (the cgroup limits it honours are platform_test's).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -162,31 +162,6 @@ TEST(Budget, ParsesSizes) {
   EXPECT_EQ(parse_bytes("4096"), 4096u);
   for (const char* bad : {"", "G", "-1G", "12Q", "nan", "1e30G"})
     EXPECT_THROW(parse_bytes(bad), UsageError) << bad;
-}
-
-TEST(UsableMemory, HonoursTheSmallestCgroupLimitV2AndV1) {
-  test::TempDir d;
-  namespace fs = std::filesystem;
-  fs::create_directories(d / "cg/a/b");
-  test::write_file(d / "cg/a/memory.max", "8589934592\n");
-  test::write_file(d / "cg/a/b/memory.max", "max\n");
-  test::write_file(d / "cg/a/b/memory.high", "6442450944\n");
-  test::write_file(d / "self", "0::/a/b\n");
-  UsableMemory m = usable_memory(d / "cg", d / "self");
-  EXPECT_EQ(m.bytes, 6 * G);
-  EXPECT_NE(m.source.find("memory.high"), std::string::npos);
-
-  fs::create_directories(d / "v1/memory/svc");
-  test::write_file(d / "v1/memory/svc/memory.limit_in_bytes", "2147483648\n");
-  test::write_file(d / "v1/memory/memory.limit_in_bytes", "9223372036854771712\n");
-  test::write_file(d / "self1", "4:cpu,cpuacct:/x\n7:memory:/svc\n");
-  m = usable_memory(d / "v1", d / "self1");
-  EXPECT_EQ(m.bytes, 2 * G);
-  // No limits: physical RAM.
-  test::write_file(d / "self2", "0::/nothing\n");
-  m = usable_memory(d / "cg", d / "self2");
-  EXPECT_EQ(m.source, "physical RAM");
-  EXPECT_GT(m.bytes, 1 * G);
 }
 
 }  // namespace

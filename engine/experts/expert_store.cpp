@@ -23,8 +23,8 @@ ExpertStore::ExpertStore(const Container& c, const StoreOptions& opt)
   error_.resize(cache_.n_slots());
   speculative_.assign(cache_.n_slots(), 0);
   warming_.assign(cache_.n_slots(), 0);
-  if (opt.backend == IoBackend::kUring && opt.io_threads > 0 && uring_available())
-    readers_.emplace_back([this] { uring_loop(); });
+  if (opt.backend == IoBackend::kUring && opt.io_threads > 0 && async_available())
+    readers_.emplace_back([this] { async_loop(); });
   else
     for (int i = 0; i < opt.io_threads; i++) readers_.emplace_back([this] { reader_loop(); });
 }

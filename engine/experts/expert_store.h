@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/base/platform.h"
 #include "engine/experts/expert_cache.h"
 #include "engine/format/container.h"
 #include "engine/format/expert_bank.h"
@@ -23,7 +24,8 @@
 namespace waste {
 
 // How misses are read: reader threads each doing one blocking pread, or one thread keeping up to
-// io_threads reads in flight through io_uring (Linux); both issue one direct read per record.
+// io_threads reads in flight through the platform's AsyncReader (where the OS has one); both
+// issue one direct read per record.
 enum class IoBackend { kThreads, kUring };
 
 // For tests only (the product never sets one): what a read of (layer, expert) suffers after the
@@ -107,8 +109,8 @@ class ExpertStore {
                     std::span<const int> next, const std::function<void()>& overlap);
   void prefetch_locked(int layer, std::span<const int> experts);
   void reader_loop();
-  void uring_loop();              // expert_store_uring.cpp
-  static bool uring_available();  // the kernel lets this process set up a ring
+  void async_loop();              // expert_store_async.cpp
+  static bool async_available();  // the OS lets this process have an AsyncReader
   bool next_job(Job& j, bool speculative_ok = true);
   bool has_jobs() const { return !jobs_.empty() || !spec_jobs_.empty() || !warm_jobs_.empty(); }
   void promote_warm(int slot);
@@ -138,9 +140,9 @@ class ExpertStore {
   std::vector<uint8_t> warming_;  // per slot: its read was queued by warm()
   std::chrono::steady_clock::time_point warm_start_;
   std::vector<std::thread> readers_;
-  int in_flight_ = 0;           // reads queued or running
-  int wake_fd_ = -1;            // the io_uring loop's eventfd, while it runs
-  bool uring_waiting_ = false;  // that loop is blocked in the ring
+  int in_flight_ = 0;             // reads queued or running
+  AsyncReader* async_ = nullptr;  // async_loop's reader, while it runs
+  bool async_waiting_ = false;    // that loop is blocked in the reader
   bool stop_ = false;
   ExpertStats stats_;
 };

@@ -1,5 +1,6 @@
-// How much RAM the engine may use: the machine's usable memory (physical, or a cgroup limit where
-// one applies), the default budget rule, and the refusal of budgets under the model's floor.
+// How much RAM the engine may use of the machine's usable memory (usable_memory() in
+// engine/base/platform.h): the default budget rule, and the refusal of budgets under the model's
+// floor.
 #pragma once
 
 #include <cstdint>
@@ -10,16 +11,6 @@
 #include "engine/experts/planner.h"
 
 namespace waste {
-
-struct UsableMemory {
-  uint64_t bytes = 0;
-  std::string source;  // "physical RAM" or the cgroup file that limits it
-};
-
-// Physical RAM, lowered by the smallest finite cgroup v1 or v2 limit on this process's cgroup or
-// any ancestor. `root` and `proc_cgroup` are parameters so tests can lay out a fake hierarchy.
-UsableMemory usable_memory(const std::filesystem::path& root = "/sys/fs/cgroup",
-                           const std::filesystem::path& proc_cgroup = "/proc/self/cgroup");
 
 struct Budget {
   uint64_t budget = 0;       // total RAM the engine plans to use

@@ -9,12 +9,11 @@
 #include <cstring>
 
 #include "engine/base/error.h"
+#include "engine/base/platform.h"
 
 namespace waste {
 
 namespace {
-
-constexpr size_t kIoAlign = 4096;
 
 // Reads exactly n bytes at off; returns the count actually read (short at end of file).
 size_t pread_full(int fd, uint8_t* buf, size_t n, uint64_t off, int* err) {
@@ -36,9 +35,9 @@ size_t pread_full(int fd, uint8_t* buf, size_t n, uint64_t off, int* err) {
 }  // namespace
 
 AlignedBuffer::AlignedBuffer(size_t n, bool zero) : n_(n) {
-  size_t padded = (n + kIoAlign - 1) / kIoAlign * kIoAlign;
-  if (padded == 0) padded = kIoAlign;
-  p_ = static_cast<uint8_t*>(std::aligned_alloc(kIoAlign, padded));
+  size_t padded = (n + kDirectIoAlign - 1) / kDirectIoAlign * kDirectIoAlign;
+  if (padded == 0) padded = kDirectIoAlign;
+  p_ = static_cast<uint8_t*>(std::aligned_alloc(kDirectIoAlign, padded));
   if (!p_) fail<IoError>("out of memory allocating a {}-byte I/O buffer", n);
   if (zero) std::memset(p_, 0, padded);
 }
@@ -60,18 +59,18 @@ ExpertBank::ExpertBank(const std::filesystem::path& path, const BankEntry& entry
     fail("{}: file is {} bytes but manifest layers.\"{}\".bytes says {} (truncated or replaced?)",
          path_, size, entry.layer, entry.bytes);
   }
-  if (!direct || g.stride % kIoAlign != 0) return;
-  int dfd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (!direct || g.stride % kDirectIoAlign != 0) return;
+  int dfd = open_direct(path_);
   if (dfd < 0) return;
-  AlignedBuffer probe(kIoAlign);
-  if (::pread(dfd, probe.data(), kIoAlign, 0) == (ssize_t)kIoAlign) {
+  AlignedBuffer probe(kDirectIoAlign);
+  if (::pread(dfd, probe.data(), kDirectIoAlign, 0) == (ssize_t)kDirectIoAlign) {
     ::close(fd_);
     fd_ = dfd;
     direct_ = true;
   } else {
     ::close(dfd);
   }
-  if (!direct_) ::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
+  if (!direct_) advise_random_reads(fd_);
 }
 
 ExpertBank::~ExpertBank() {

@@ -26,7 +26,7 @@ class ExpertBank {
   // finish_read() then checks them.
   size_t read_raw(int expert, uint8_t* buf, int* err) const;
 
-  // For readers that issue the I/O themselves (io_uring): where record `expert` lies, and the
+  // For readers that issue the I/O themselves (an AsyncReader): where record `expert` lies, and the
   // same checks read() makes once `got` bytes arrived (or errno `err` came back).
   int fd() const { return fd_; }
   uint64_t offset(int expert) const;

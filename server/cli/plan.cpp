@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "engine/base/human_bytes.h"
+#include "engine/base/platform.h"
 #include "engine/base/thread_pool.h"
 #include "engine/experts/planner.h"
 #include "engine/experts/ram_budget.h"

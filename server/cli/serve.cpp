@@ -17,11 +17,11 @@
 
 #include "config/serve_options.h"
 #include "engine/base/error.h"
+#include "engine/base/platform.h"
 #include "server/api/api.h"
 #include "server/cli/args.h"
 #include "server/cli/commands.h"
 #include "server/cli/model_args.h"
-#include "server/cli/service_notify.h"
 #include "server/http/http.h"
 
 namespace waste::cli {
@@ -75,6 +75,12 @@ http::Options http_options(const ServeOptions& o) {
   ho.max_connections = o.max_connections;
   ho.error_format = api_error_body;
   return ho;
+}
+
+// Best effort: a service manager that cannot be told is not an error of the daemon's.
+void notify_service(const std::string& state) {
+  if (std::string err = notify_service_manager(state); !err.empty())
+    spdlog::warn("could not tell the service manager '{}': {}", state, err);
 }
 
 void print_help() {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/base/error.h"
+#include "engine/base/platform.h"
 #include "engine/base/thread_pool.h"
 #include "engine/synth/synth.h"
 
