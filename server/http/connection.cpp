@@ -315,6 +315,10 @@ Connection::~Connection() {
 }
 
 void Connection::start() {
+  {
+    std::lock_guard lk(shared_->conn_mutex);
+    shared_->starting++;
+  }
   net::post(socket_.get_executor(), [self = shared_from_this()] { self->do_start(); });
 }
 
@@ -334,7 +338,11 @@ void Connection::do_start() {
   bool admitted = false;
   {
     std::lock_guard lk(shared_->conn_mutex);
-    if (shared_->stopping) return close_now();
+    shared_->starting--;
+    if (shared_->stopping) {
+      shared_->conn_cv.notify_all();  // stop() may be waiting for this one to start
+      return close_now();
+    }
     id_ = ++shared_->next_conn_id;
     slot_ = &shared_->conns[id_];
     slot_->conn = weak_from_this();

@@ -89,6 +89,9 @@ struct ServerShared {
   std::condition_variable conn_cv;
   std::map<uint64_t, ConnectionSlot> conns;
   uint64_t next_conn_id = 0;
+  // Accepted connections whose start has not run yet: stop() waits for them too, or one accepted
+  // just before it would keep its socket open in a handler the stopped threads never run.
+  size_t starting = 0;
   size_t admitted = 0;                // connections being served (refused ones are in `conns` only)
   std::atomic<uint64_t> refusals{0};  // connections refused for the limit
   std::atomic<uint64_t> evictions{0};  // idle connections closed at the limit for a newcomer

@@ -141,7 +141,8 @@ std::vector<std::shared_ptr<Connection>> Server::Impl::live() {
 
 bool Server::Impl::wait_idle(std::chrono::steady_clock::duration d) {
   std::unique_lock lk(shared->conn_mutex);
-  return shared->conn_cv.wait_for(lk, d, [&] { return shared->conns.empty(); });
+  return shared->conn_cv.wait_for(lk, d,
+                                  [&] { return shared->conns.empty() && shared->starting == 0; });
 }
 
 void Server::Impl::stop_accepting() {
