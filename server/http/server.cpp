@@ -184,6 +184,12 @@ void Server::Impl::stop(std::chrono::milliseconds grace) {
   ioc->stop();
   for (std::thread& t : threads) t.join();
   threads.clear();
+  // Handlers still queued when the threads stopped (an accept that had completed, the
+  // acceptor's posted close, a connection's start) run once here, on this thread: otherwise a
+  // socket they hold stays open until the io_context is destroyed, and its client never hears
+  // that the server stopped.
+  ioc->restart();
+  ioc->poll();
   // A connection whose close was still queued when the threads stopped: release its
   // producers now rather than when the io_context is destroyed.
   for (const auto& c : live()) c->close_stopped();
