@@ -923,11 +923,12 @@ TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
   o.max_connections = 3;
   start(o);
   std::vector<std::unique_ptr<Client>> open;
-  for (int i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < 3; ++i) {
     open.push_back(std::make_unique<Client>(port_));
     ASSERT_TRUE(open.back()->send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+    // One at a time, so held(i) is open[i]'s writer (two I/O threads may take them in any order).
+    ASSERT_TRUE(eventually([&] { return held_count() == i + 1; }));
   }
-  ASSERT_TRUE(eventually([&] { return held_count() == 3; }));
   Client extra(port_);
   auto r = extra.request("GET", "/health");
   ASSERT_TRUE(r);
