@@ -221,6 +221,13 @@ class HttpTest : public ::testing::Test {
   }
 
  protected:
+  // A server that serves at most `max_connections` at once.
+  void start_with_limit(size_t max_connections) {
+    Options o = options();
+    o.max_connections = max_connections;
+    start(std::move(o));
+  }
+
   void start(Options o = options()) {
     server_ = std::make_unique<Server>(std::move(o));
     add_routes();
@@ -333,6 +340,12 @@ class HttpTest : public ::testing::Test {
     s.route("GET", "/throw", [](const Request&, std::shared_ptr<ResponseWriter>) {
       throw std::runtime_error("boom");
     });
+  }
+
+  // Whether a new connection's GET /health is answered 200 (it closes when this returns).
+  bool newcomer_is_served() {
+    Client c(port_);
+    return status_of(c.request("GET", "/health")) == 200;
   }
 
   size_t held_count() {
@@ -919,9 +932,7 @@ TEST_F(HttpTest, ARequestThatStallsGets408) {
 // At the limit with every connection busy, a newcomer is told so; once one is idle, the newcomer
 // takes its place.
 TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
-  Options o = options();
-  o.max_connections = 3;
-  start(o);
+  start_with_limit(3);
   std::vector<std::unique_ptr<Client>> open;
   for (size_t i = 0; i < 3; ++i) {
     open.push_back(std::make_unique<Client>(port_));
@@ -943,10 +954,8 @@ TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
   auto done = open[0]->read_response();
   ASSERT_TRUE(done);
   EXPECT_EQ(done->body(), "done");
-  EXPECT_TRUE(eventually([&] {  // it is idle once its answer is written, just after it is read
-    Client again(port_);
-    return status_of(again.request("GET", "/health")) == 200;
-  }));
+  // It is idle once its answer is written, just after it is read.
+  EXPECT_TRUE(eventually([&] { return newcomer_is_served(); }));
   EXPECT_TRUE(open[0]->wait_closed());
   EXPECT_EQ(server_->stats().idle_connections_evicted, 1u);
 }
@@ -954,28 +963,21 @@ TEST_F(HttpTest, ConnectionsOverTheLimitAreRefusedClearly) {
 // A connection that ends gives its place back: with room for one, a client that asked to close
 // after its answer is followed by another that is served, with no eviction needed.
 TEST_F(HttpTest, AClosedConnectionGivesItsPlaceBack) {
-  Options o = options();
-  o.max_connections = 1;
-  start(o);
+  start_with_limit(1);
   Client first(port_);
   ASSERT_TRUE(first.send("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   EXPECT_EQ(status_of(first.read_response()), 200);
   EXPECT_TRUE(first.wait_closed());
   // A closing connection is never evicted, so until the server has let go of it a newcomer is
   // refused; once it has, the newcomer takes the freed place.
-  EXPECT_TRUE(eventually([&] {
-    Client next(port_);
-    return status_of(next.request("GET", "/health")) == 200;
-  }));
+  EXPECT_TRUE(eventually([&] { return newcomer_is_served(); }));
   EXPECT_EQ(server_->stats().idle_connections_evicted, 0u);
 }
 
 // At the limit, the connection idle the longest is closed for a newcomer, whether it is between
 // requests or never sent one.
 TEST_F(HttpTest, AtTheLimitTheLongestIdleConnectionMakesWay) {
-  Options o = options();
-  o.max_connections = 3;
-  start(o);
+  start_with_limit(3);
   Client busy(port_);
   ASSERT_TRUE(busy.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
   ASSERT_TRUE(eventually([&] { return held_count() == 1; }));
