@@ -6,6 +6,7 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "engine/base/error.h"
@@ -201,6 +202,14 @@ TEST(JsonDocument, NumberValuesAreTheNearestDouble) {
   EXPECT_EQ(json::number_value("-1E+400"), -HUGE_VAL);
   EXPECT_EQ(json::number_value("123456789012345678901234567890"), 1.2345678901234568e29);
   EXPECT_EQ(json::number_value("1e-400"), 0.0);
+  EXPECT_TRUE(std::signbit(json::number_value("-1e-400")));
+  // Either side of the largest double's rounding boundary, a subnormal, and an exponent too long
+  // for any integer type.
+  EXPECT_EQ(json::number_value("1.7976931348623158e308"), std::numeric_limits<double>::max());
+  EXPECT_EQ(json::number_value("1.7976931348623159e308"), HUGE_VAL);
+  EXPECT_EQ(json::number_value("4.9e-324"), std::numeric_limits<double>::denorm_min());
+  EXPECT_EQ(json::number_value("-0.5e-99999999999999999999"), 0.0);
+  EXPECT_EQ(json::number_value("0.1"), 0.1);
   EXPECT_TRUE(json::integer_text("-99999999999999999999"));
   EXPECT_FALSE(json::integer_text("1e400"));
 }

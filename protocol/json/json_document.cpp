@@ -3,7 +3,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <limits>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "protocol/json/json_writer.h"
@@ -133,39 +134,15 @@ class StandInWalk {
   size_t seen_ = 0;  // strings met so far
 };
 
-// The decimal exponent of the leading significant digit, to tell overflow from underflow.
-long magnitude(std::string_view mantissa, long exponent) {
-  const size_t dot = mantissa.find('.');
-  const std::string_view int_part = mantissa.substr(0, dot);
-  const size_t first = int_part.find_first_not_of("-0");
-  if (first != std::string_view::npos) return exponent + (long)(int_part.size() - first);
-  if (dot == std::string_view::npos) return std::numeric_limits<long>::min();
-  const std::string_view frac = mantissa.substr(dot + 1);
-  const size_t nz = frac.find_first_not_of('0');
-  if (nz == std::string_view::npos) return std::numeric_limits<long>::min();
-  return exponent - (long)nz;
-}
-
 }  // namespace
 
 double number_value(std::string_view text) {
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc::result_out_of_range) return v;
-  // from_chars gives no value when out of range; the exponent says which way it went.
-  const bool negative = text[0] == '-';
-  const size_t e = text.find_first_of("eE");
-  long exponent = 0;
-  if (e != std::string_view::npos) {
-    std::string_view ex = text.substr(e + 1);
-    if (!ex.empty() && ex[0] == '+') ex.remove_prefix(1);
-    // A huge exponent saturates; only its sign and size matter here.
-    if (std::from_chars(ex.data(), ex.data() + ex.size(), exponent).ec != std::errc{})
-      exponent = ex[0] == '-' ? -100000 : 100000;
-  }
-  const bool overflow = magnitude(text.substr(0, e), exponent) > 0;
-  const double mag = overflow ? std::numeric_limits<double>::infinity() : 0.0;
-  return negative ? -mag : mag;
+  // strtod rather than from_chars: libc++ has no floating-point from_chars before LLVM 20. strtod
+  // rounds to nearest and gives ±HUGE_VAL past the largest double and 0 (or the subnormal) below
+  // the smallest, the values wanted here; its errno is not needed. waste never calls setlocale,
+  // so the C locale's '.' is the decimal point it reads (config's std::stod relies on the same).
+  const std::string terminated(text);
+  return std::strtod(terminated.c_str(), nullptr);
 }
 
 bool integer_text(std::string_view text) {
