@@ -5,32 +5,37 @@
 # Debian compiles its C++ libraries against libstdc++. Code built against libc++ may not hand std::
 # values to them: libc++ names its types std::__1::*, so a function taking a std::string links
 # against nothing, and a type that holds one (std::string is 32 bytes in libstdc++, 24 in libc++)
-# has two layouts. So under libc++ each dependency is used where its std:: types are compiled with
-# ours:
+# has two layouts. So with libc++ on Debian (WASTE_DEPS_OTHER_STDLIB) each dependency is used where
+# its std:: types are compiled with ours:
 # - fmt: header-only (FMT_HEADER_ONLY), from the same Debian headers; libfmt.so is not linked.
+#   Debian ships no fmt sources to compile once, so every file that formats compiles fmt's
+#   formatting code itself: about 2.5 s more CPU per such file at -O3 (0.6 s -> 3.1 s for a file
+#   that only calls fmt::format), most of the clang flavour's extra build time.
 # - spdlog: header-only (no SPDLOG_COMPILED_LIB) over the header-only fmt; libspdlog.so is not
-#   linked.
+#   linked. Only the few files that log pay for it (about 5 s more CPU each).
 # - GoogleTest: compiled here from the sources Debian ships in /usr/src/googletest (package
 #   googletest, which libgtest-dev depends on); WASTE_GTEST_SOURCE_DIR names another copy.
 # - simdjson: Debian ships the amalgamated simdjson.h and libsimdjson.so but not simdjson.cpp, so
-#   the library is linked as it is. What our code reaches of it takes no std:: type by value or
-#   name: the DOM parser's inline code calls get_active_implementation() (a reference to
-#   simdjson's own atomic pointer), minify(const char*, size_t, char*, size_t&), to_chars(char*,
-#   const char*, double) and the error message table (plain C strings), and through the
-#   implementation's vtable create_dom_parser_implementation(..., std::unique_ptr<T>&), the one
-#   std:: type that crosses: a unique_ptr with the default deleter is one pointer in both
-#   libraries. The implementation's name()/description() return libstdc++ strings; nothing here
-#   calls them. The process then loads libstdc++ beside libc++ for simdjson alone.
+#   the library is linked as it is. What our code imports from it (nm -uC) names no std:: type:
+#   get_active_implementation() (a reference to simdjson's own atomic pointer),
+#   validate_utf8(const char*, size_t), to_chars(char*, const char*, double) and the table of
+#   error messages (C strings). One std:: type crosses through the implementation's vtable: the
+#   DOM parser's create_dom_parser_implementation(..., std::unique_ptr<T>&), a unique_ptr with the
+#   default deleter, which is one pointer in both libraries. The implementation's name() and
+#   description() return libstdc++ strings; nothing here calls them. The process then loads
+#   libstdc++ beside libc++, for simdjson alone.
 # - ICU (the C API, unicode/uchar.h), OpenSSL, liburing, xxhash: C interfaces, the same either way.
 # - Boost (Asio, Beast): header-only. Boost 1.74's Asio names std::result_of (removed from C++20;
 #   libc++ drops it there) unless told the library has std::invoke_result, which it assumes only of
 #   MSVC's; both libraries have had it since C++17, so waste::boost tells it so under either.
 #
 # The standard library is found out, not assumed: the compiler and its flags choose it
-# (-stdlib=libc++ in scripts/build clang; the default on macOS).
+# (-stdlib=libc++ in scripts/build clang; the default on macOS, whose Homebrew libraries are built
+# against libc++ too, so there the compiled ones are linked).
 #
 # Defines waste::fmt, waste::spdlog and waste::boost (what every target links instead of fmt::fmt,
-# spdlog::spdlog and Boost::headers) and, with WASTE_TESTS, GTest::gtest and GTest::gtest_main either way.
+# spdlog::spdlog and Boost::headers) and, with WASTE_TESTS, GTest::gtest and GTest::gtest_main
+# either way.
 include(CheckCXXSourceCompiles)
 check_cxx_source_compiles([[
 #include <version>
@@ -39,12 +44,19 @@ check_cxx_source_compiles([[
 #endif
 int main() { return 0; }
 ]] WASTE_LIBCXX)
+set(other_stdlib OFF)
+if(WASTE_LIBCXX AND NOT APPLE)
+  set(other_stdlib ON)
+endif()
+option(WASTE_DEPS_OTHER_STDLIB
+       "Installed C++ libraries use another standard library: fmt, spdlog header-only; GoogleTest compiled here"
+       ${other_stdlib})
 
 add_library(waste_fmt INTERFACE)
 add_library(waste::fmt ALIAS waste_fmt)
 add_library(waste_spdlog INTERFACE)
 add_library(waste::spdlog ALIAS waste_spdlog)
-if(WASTE_LIBCXX)
+if(WASTE_DEPS_OTHER_STDLIB)
   target_link_libraries(waste_fmt INTERFACE fmt::fmt-header-only)
   # spdlog's own header-only target links the compiled fmt; this one links the header-only fmt.
   target_compile_definitions(waste_spdlog INTERFACE SPDLOG_FMT_EXTERNAL)
@@ -62,11 +74,11 @@ target_link_libraries(waste_boost INTERFACE Boost::headers)
 target_compile_definitions(waste_boost INTERFACE BOOST_ASIO_HAS_STD_INVOKE_RESULT=1)
 
 if(WASTE_TESTS)
-  if(WASTE_LIBCXX)
+  if(WASTE_DEPS_OTHER_STDLIB)
     set(WASTE_GTEST_SOURCE_DIR /usr/src/googletest CACHE PATH
-        "GoogleTest's sources, compiled here when building against libc++")
+        "GoogleTest's sources, compiled here under WASTE_DEPS_OTHER_STDLIB")
     if(NOT EXISTS ${WASTE_GTEST_SOURCE_DIR}/googletest/CMakeLists.txt)
-      message(FATAL_ERROR "Building against libc++ needs GoogleTest's sources to compile with it: "
+      message(FATAL_ERROR "WASTE_DEPS_OTHER_STDLIB needs GoogleTest's sources to compile: "
                           "none in WASTE_GTEST_SOURCE_DIR=${WASTE_GTEST_SOURCE_DIR} (Debian's "
                           "googletest package puts them in /usr/src/googletest)")
     endif()
