@@ -37,6 +37,7 @@
 # spdlog::spdlog and Boost::headers) and, with WASTE_TESTS, GTest::gtest and GTest::gtest_main
 # either way.
 include(CheckCXXSourceCompiles)
+set(CMAKE_REQUIRED_QUIET ON)
 check_cxx_source_compiles([[
 #include <version>
 #ifndef _LIBCPP_VERSION
@@ -44,6 +45,7 @@ check_cxx_source_compiles([[
 #endif
 int main() { return 0; }
 ]] WASTE_LIBCXX)
+unset(CMAKE_REQUIRED_QUIET)
 set(other_stdlib OFF)
 if(WASTE_LIBCXX AND NOT APPLE)
   set(other_stdlib ON)
@@ -51,6 +53,9 @@ endif()
 option(WASTE_DEPS_OTHER_STDLIB
        "Installed C++ libraries use another standard library: fmt, spdlog header-only; GoogleTest compiled here"
        ${other_stdlib})
+if(WASTE_LIBCXX)
+  message(STATUS "C++ standard library: libc++ (WASTE_DEPS_OTHER_STDLIB=${WASTE_DEPS_OTHER_STDLIB})")
+endif()
 
 add_library(waste_fmt INTERFACE)
 add_library(waste::fmt ALIAS waste_fmt)
