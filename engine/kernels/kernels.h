@@ -10,7 +10,7 @@
 
 namespace waste {
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon };
 
 const char* isa_name(Isa isa);
 
@@ -110,6 +110,7 @@ namespace detail {
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();
+const Kernels& neon_kernels();
 }  // namespace detail
 
 }  // namespace waste
