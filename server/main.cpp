@@ -85,7 +85,7 @@ const Command kCommands[] = {
      "waste bench MODEL [--tokens N] [--prompt-tokens P] [--json] [--disk-reads N] "
      "[--no-resident]",
      true,
-     "\n  waste bench --kernels [--arch kimi-linear|k3] [--threads N] [--kernel-iters N] "
+     "\n  waste bench --kernels [--arch kimi-linear|k3 | --quick] [--threads N] [--kernel-iters N] "
      "[--json]   (every kernel per instruction set, beside the FMA peak; no MODEL)"},
     {"cachesim", waste::cli::cmd_cachesim,
      "waste cachesim TRACE [--experts N] [--percent 3,6,12] [--json]"},

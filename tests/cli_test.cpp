@@ -136,10 +136,7 @@ TEST(Cli, BenchFiguresComeWithTheirFloors) {
 // checked here, not how fast anything was.
 TEST(Cli, BenchKernelsListsEveryKernelForEveryIsa) {
   std::string out;
-  ASSERT_EQ(test::run_command(waste_cmd("bench --kernels --arch kimi-linear --threads 2 "
-                                        "--kernel-iters 1 --json"),
-                              &out),
-            0)
+  ASSERT_EQ(test::run_command(waste_cmd("bench --kernels --quick --threads 2 --json"), &out), 0)
       << out;
   simdjson::dom::parser p;
   simdjson::dom::element b = p.parse(out).value();
@@ -165,7 +162,7 @@ TEST(Cli, BenchKernelsListsEveryKernelForEveryIsa) {
                              std::string(t["format"].get_string().value());
     seen[name].insert(std::string(t["isa"].get_string().value()) + "/" +
                       std::to_string((int64_t)num(t, "threads")));
-    EXPECT_EQ(std::string_view(t["model"].get_string().value()), "kimi-linear");
+    EXPECT_EQ(std::string_view(t["model"].get_string().value()), "quick");
     EXPECT_GT(num(t, "ns_per_unit"), 0) << name;
     EXPECT_GT(num(t, "flops_per_call"), 0) << name;
     // A fraction exactly where a peak was measured.
@@ -192,11 +189,10 @@ TEST(Cli, BenchKernelsListsEveryKernelForEveryIsa) {
   EXPECT_EQ(peak_threads, vector_isas.empty() ? std::set<int64_t>() : both);
 
   // The table lists the same, and says when the timings are not speeds.
-  ASSERT_EQ(test::run_command("WASTE_EMULATED='qemu test' " +
-                                  waste_cmd("bench --kernels --arch kimi-linear --threads 2 "
-                                            "--kernel-iters 1"),
-                              &out),
-            0)
+  ASSERT_EQ(
+      test::run_command(
+          "WASTE_EMULATED='qemu test' " + waste_cmd("bench --kernels --quick --threads 2"), &out),
+      0)
       << out;
   EXPECT_NE(out.find("warning: running under emulation (qemu test): these timings measure the "
                      "emulator, not a CPU, and are not speeds"),
@@ -217,6 +213,8 @@ TEST(Cli, BenchKernelsListsEveryKernelForEveryIsa) {
   EXPECT_NE(out.find("--arch llama is not kimi-linear or k3"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("bench --kernels m.waste"), &out), 2);
   EXPECT_NE(out.find("takes no MODEL"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(waste_cmd("bench --kernels --quick --arch k3"), &out), 2);
+  EXPECT_NE(out.find("it takes no --arch"), std::string::npos) << out;
 }
 
 TEST(Cli, BadCommandLinesAreRefusedWithUsage) {

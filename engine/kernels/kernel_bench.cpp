@@ -1,7 +1,6 @@
 #include "engine/kernels/kernel_bench.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <functional>
 #include <string_view>
@@ -22,24 +21,26 @@ namespace {
 // The shapes of one model (docs/MODEL.md §1-§2). Trunk: a KDA q/k/v projection [C, hidden], the
 // most frequent large trunk matrix. Experts: a routed expert's gate or up [moe_inter, expert_in],
 // coded VQ3R (3 stages of 256 entries). Attention: MLA's absorbed scores and weighted sums over
-// the cached latents (kv_lora + rope = 576 floats per position, 512 of them values), and one KDA
-// delta-rule step per head.
+// `positions` cached latents (kv_lora + rope = 576 floats per position, 512 of them values), and
+// one KDA delta-rule step per head.
 struct Shapes {
   const char* name;
   int64_t trunk_rows, trunk_cols;
   int64_t expert_rows, expert_in;
-  int64_t mla_heads, kda_heads;
+  int64_t mla_heads, kda_heads, positions;
 };
 
 constexpr Shapes kModels[] = {
-    {"kimi-linear", 4096, 2304, 1024, 2304, 32, 32},
-    {"k3", 12288, 7168, 3072, 3584, 96, 96},
+    {"kimi-linear", 4096, 2304, 1024, 2304, 32, 32, 4096},
+    {"k3", 12288, 7168, 3072, 3584, 96, 96, 4096},
 };
+// --quick's: every kernel's code paths (more than one row block, several quantization groups and
+// positions) at a size that runs in a moment even under a sanitizer or an emulator.
+constexpr Shapes kQuick = {"quick", 256, 512, 128, 512, 4, 4, 256};
 
 constexpr int kStages = 3, kEntries = 256;
 constexpr int64_t kLatent = 576, kValues = 512, kKdaDim = 128;
-constexpr int64_t kPositions = 4096;  // cached positions the attention kernels read
-constexpr int64_t kTokens = 16;       // matmul's and vq_rows_tokens' (a prefill piece)
+constexpr int64_t kTokens = 16;  // matmul's and vq_rows_tokens' (a prefill piece)
 
 // One measured kernel at one shape: `run(k, b, e)` does the part [b, e) of one call's `work`
 // items; the pool splits them in multiples of `grain`.
@@ -207,32 +208,31 @@ void expert_cases(const Shapes& s, Rng& rng, const std::function<void(const Case
 
 // MLA's scores and weighted sums, heads split; KDA's delta rule, heads split.
 void attention_cases(const Shapes& s, Rng& rng, const std::function<void(const Case&)>& measure) {
-  const int64_t H = s.mla_heads;
+  const int64_t H = s.mla_heads, P = s.positions;
   const std::vector<float> q = random_floats(rng, H * kLatent, -1, 1);
-  const std::vector<float> cache = random_floats(rng, kPositions * kLatent, -1, 1);
-  const std::vector<float> weights = random_floats(rng, H * kPositions, 0, 1.0f / kPositions);
-  std::vector<float> scores(H * kPositions), sums(H * kValues);
-  const std::string positions = fmt::format("{} heads x {} positions", H, kPositions);
+  const std::vector<float> cache = random_floats(rng, P * kLatent, -1, 1);
+  const std::vector<float> weights = random_floats(rng, H * P, 0, 1.0f / P);
+  std::vector<float> scores(H * P), sums(H * kValues);
+  const std::string positions = fmt::format("{} heads x {} positions", H, P);
   Case d{"dots", "", fmt::format("{} x {}", positions, kLatent), "key"};
-  d.units = (double)H * kPositions;
-  d.bytes = 4.0 * H * kPositions * kLatent;
-  d.flops = 2.0 * H * kPositions * kLatent;
+  d.units = (double)H * P;
+  d.bytes = 4.0 * H * P * kLatent;
+  d.flops = 2.0 * H * P * kLatent;
   d.work = H;
   d.run = [&](const Kernels& k, int64_t b, int64_t e) {
     for (int64_t h = b; h < e; h++)
-      k.dots(q.data() + h * kLatent, cache.data(), kPositions, kLatent, kLatent, 0.07f,
-             scores.data() + h * kPositions);
+      k.dots(q.data() + h * kLatent, cache.data(), P, kLatent, kLatent, 0.07f,
+             scores.data() + h * P);
   };
   measure(d);
   Case a{"axpys", "", fmt::format("{} x {}", positions, kValues), "row"};
-  a.units = (double)H * kPositions;
-  a.bytes = 4.0 * H * kPositions * kValues;
-  a.flops = 2.0 * H * kPositions * kValues;
+  a.units = (double)H * P;
+  a.bytes = 4.0 * H * P * kValues;
+  a.flops = 2.0 * H * P * kValues;
   a.work = H;
   a.run = [&](const Kernels& k, int64_t b, int64_t e) {
     for (int64_t h = b; h < e; h++)
-      k.axpys(weights.data() + h * kPositions, cache.data(), kPositions, kLatent, kValues,
-              sums.data() + h * kValues);
+      k.axpys(weights.data() + h * P, cache.data(), P, kLatent, kValues, sums.data() + h * kValues);
   };
   measure(a);
 
@@ -271,17 +271,16 @@ void measure_peaks(Isa isa, ThreadPool& pool, const KernelBenchOptions& o,
   if (o.iters > 0) timed.min_seconds = std::min(o.min_seconds, 0.005);
   double flops = 0;
   const double one = time_calls([&] { flops = fma_loop(isa, kRounds); }, timed);
-  std::atomic<double> all_flops{0};
+  std::vector<double> each(pool.size());  // one loop per thread
   const double all = time_calls(
       [&] {
-        all_flops = 0;
         pool.parallel_for(pool.size(), 1, [&](int64_t b, int64_t e) {
-          double f = 0;
-          for (int64_t i = b; i < e; i++) f += fma_loop(isa, kRounds);
-          all_flops.fetch_add(f);
+          for (int64_t i = b; i < e; i++) each[i] = fma_loop(isa, kRounds);
         });
       },
       timed);
+  double all_flops = 0;
+  for (double f : each) all_flops += f;
   const FmaPeak got[2] = {{isa, 1, flops / one}, {isa, pool.size(), all_flops / all}};
   for (const FmaPeak& g : got) {
     auto it = std::find_if(peaks.begin(), peaks.end(),
@@ -322,8 +321,13 @@ KernelBench bench_kernels(const KernelBenchOptions& o) {
       fail<UsageError>("kernel bench: unknown model '{}' (kimi-linear or k3)", name);
     models.push_back(&*it);
   }
-  if (o.models.empty())
+  if (o.quick && !o.models.empty())
+    fail<UsageError>("kernel bench: quick runs its own small shapes, not a model's");
+  if (o.quick) models.push_back(&kQuick);
+  if (models.empty())
     for (const Shapes& s : kModels) models.push_back(&s);
+  KernelBenchOptions timing = o;
+  if (o.quick && timing.iters == 0) timing.iters = 1;
 
   KernelBench r;
   for (Isa isa : known_isas())
@@ -332,7 +336,7 @@ KernelBench bench_kernels(const KernelBenchOptions& o) {
   r.threads = pool.size();
   // The widest vectors: the last Isa in enum order that this CPU supports (none: scalar only).
   const Isa peak_isa = r.isas.back();
-  if (peak_isa != Isa::kScalar) measure_peaks(peak_isa, pool, o, r.peaks);
+  if (peak_isa != Isa::kScalar) measure_peaks(peak_isa, pool, timing, r.peaks);
 
   for (const Shapes* s : models) {
     Rng rng(7);
@@ -345,13 +349,13 @@ KernelBench bench_kernels(const KernelBenchOptions& o) {
           t.bytes = c.bytes;
           t.flops = c.flops;
           if (threads == 1) {
-            t.seconds = time_calls([&] { c.run(k, 0, c.work); }, o);
+            t.seconds = time_calls([&] { c.run(k, 0, c.work); }, timing);
           } else {
             t.seconds = time_calls(
                 [&] {
                   pool.parallel_for(c.work, c.grain, [&](int64_t b, int64_t e) { c.run(k, b, e); });
                 },
-                o);
+                timing);
           }
           r.timings.push_back(t);
           if (pool.size() == 1) break;
@@ -363,7 +367,7 @@ KernelBench bench_kernels(const KernelBenchOptions& o) {
     expert_cases(*s, rng, measure);
     attention_cases(*s, rng, measure);
   }
-  if (peak_isa != Isa::kScalar) measure_peaks(peak_isa, pool, o, r.peaks);
+  if (peak_isa != Isa::kScalar) measure_peaks(peak_isa, pool, timing, r.peaks);
   return r;
 }
 

@@ -20,6 +20,9 @@ struct KernelBenchOptions {
   // Calls per timing. 0: enough calls to fill min_seconds, the best of three such batches.
   int64_t iters = 0;
   double min_seconds = 0.05;
+  // Small shapes of its own instead of a model's, one call each: that every kernel runs, for
+  // tests and emulators, not figures to compare.
+  bool quick = false;
 };
 
 // One kernel at one shape, instruction set and thread count. Per call: the work in `unit`s, the

@@ -2,11 +2,13 @@
 // and thread count, each beside the FMA peak measured in the same run. Figures from a real Apple
 // Silicon machine can be set beside the x86 ones in docs/PERFORMANCE.md; under emulation the
 // figures are not speeds, and the command says so.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/kernels/kernel_bench.h"
 #include "protocol/json/json_writer.h"
@@ -39,15 +41,20 @@ std::string isa_list(const std::vector<Isa>& isas) {
 }  // namespace
 
 int cmd_bench_kernels(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--arch", "--threads", "--kernel-iters"}, {"--kernels", "--json"});
+  Args a(argc, argv, 2, {"--arch", "--threads", "--kernel-iters"},
+         {"--kernels", "--quick", "--json"});
   if (!a.positional().empty())
     throw UsageFailure{"--kernels measures the kernels alone and takes no MODEL"};
   KernelBenchOptions o;
   if (auto arch = a.get("--arch")) {
-    if (*arch != "kimi-linear" && *arch != "k3")
-      throw UsageFailure{fmt::format("--arch {} is not kimi-linear or k3", *arch)};
+    const std::vector<std::string>& known = kernel_bench_models();
+    if (std::find(known.begin(), known.end(), *arch) == known.end())
+      throw UsageFailure{fmt::format("--arch {} is not {}", *arch, fmt::join(known, " or "))};
     o.models = {*arch};
   }
+  o.quick = a.has("--quick");
+  if (o.quick && a.has("--arch"))
+    throw UsageFailure{"--quick measures its own small shapes; it takes no --arch"};
   o.threads = (int)a.get_int("--threads", 0, 0, 4096);
   o.iters = a.get_int("--kernel-iters", 0, 0, 1 << 24);
   // scripts/emulate sets it for the programs it runs under qemu; there is no portable way for a
@@ -104,8 +111,9 @@ int cmd_bench_kernels(int argc, char** argv) {
   }
 
   if (emulated) fmt::print("warning: {}\n", warning);
-  fmt::print("kernels on {} (this CPU's instruction sets), 1 and {} threads\n", isa_list(b.isas),
-             b.threads);
+  fmt::print("kernels on {} (this CPU's instruction sets), 1 and {} threads{}\n", isa_list(b.isas),
+             b.threads,
+             o.quick ? "; --quick: one call each at small shapes, not figures to compare" : "");
   if (b.peaks.empty()) {
     fmt::print("fp32 FMA peak: none (no vector instruction set), so no fraction of it\n");
   } else {
