@@ -61,83 +61,6 @@ TEST(UsableMemory, ThisMachineHasSome) {
   EXPECT_FALSE(m.source.empty());
 }
 
-// A file of `n` bytes, byte i being i * 7 mod 251 (no period that divides the alignment).
-std::string pattern(size_t n) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i++) s[i] = (char)(i * 7 % 251);
-  return s;
-}
-
-struct AlignedBytes {
-  explicit AlignedBytes(size_t n)
-      : p(static_cast<char*>(std::aligned_alloc(kDirectIoAlign, n))), size(n) {}
-  ~AlignedBytes() { std::free(p); }
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
-  char* p;
-  size_t size;
-};
-
-// Direct reads of aligned blocks return the file's bytes; a file system that refuses direct I/O
-// (tmpfs) refuses it at open with EINVAL, which callers take as "read through the cache".
-TEST(DirectRead, AlignedBlocksReadBack) {
-  test::TempDir d;
-  const std::string bytes = pattern(4 * kDirectIoAlign);
-  test::write_file(d / "f", bytes);
-  int fd = open_direct((d / "f").string());
-  if (fd < 0) {
-    EXPECT_EQ(errno, EINVAL);
-    GTEST_SKIP() << "the temp folder's file system refuses direct reads";
-  }
-  AlignedBytes buf(2 * kDirectIoAlign);
-  ASSERT_EQ(::pread(fd, buf.p, buf.size, (off_t)kDirectIoAlign), (ssize_t)buf.size);
-  EXPECT_EQ(std::string(buf.p, buf.size), bytes.substr(kDirectIoAlign, buf.size));
-  ::close(fd);
-  EXPECT_EQ(open_direct((d / "missing").string()), -1);
-  EXPECT_EQ(errno, ENOENT);
-}
-
-// Where the OS has an asynchronous reader: reads complete with their tags and bytes, a short one
-// reports what it got, a bad descriptor reports its errno, and wake() ends a wait with nothing.
-TEST(AsyncReader, ReadsCompleteWithTheirTagsAndWakeEndsAWait) {
-  std::string why;
-  std::unique_ptr<AsyncReader> r = AsyncReader::open(4, &why);
-  if (!r) {
-    EXPECT_FALSE(why.empty());
-    GTEST_SKIP() << why;
-  }
-  test::TempDir d;
-  const std::string bytes = pattern(3 * kDirectIoAlign);
-  test::write_file(d / "f", bytes);
-  int fd = ::open((d / "f").c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  AlignedBytes a(kDirectIoAlign), b(2 * kDirectIoAlign);
-  r->queue(fd, a.p, a.size, 2 * kDirectIoAlign, 7);
-  r->queue(fd, b.p, b.size, 2 * kDirectIoAlign, 9);  // runs past the end: short
-  r->queue(-1, b.p, b.size, 0, 11);
-  std::vector<AsyncReader::Completion> done;
-  while (done.size() < 3) ASSERT_EQ(r->wait(done), "");
-  std::map<uint64_t, int> result;
-  for (const AsyncReader::Completion& c : done) result[c.tag] = c.result;
-  const int block = (int)kDirectIoAlign;
-  EXPECT_EQ(result, (std::map<uint64_t, int>{{7, block}, {9, block}, {11, -EBADF}}));
-  EXPECT_EQ(std::string(a.p, a.size), bytes.substr(2 * kDirectIoAlign));
-  r->wake();
-  done.clear();
-  EXPECT_EQ(r->wait(done), "");
-  EXPECT_TRUE(done.empty());
-  ::close(fd);
-}
-
-TEST(PeakRss, GrowsWhenMoreMemoryIsTouched) {
-  const uint64_t before = peak_rss_bytes();
-  EXPECT_GT(before, 0u);
-  const size_t n = 256ull << 20;
-  std::vector<char> big(n, 1);  // every page written, so resident
-  EXPECT_GE(peak_rss_bytes(), before + n / 2);
-  EXPECT_EQ(big[n - 1], 1);
-}
-
 TEST(ComputeCpus, AtLeastOneAndNoMoreThanTheMachineHas) {
   const int n = compute_cpus();
   EXPECT_GE(n, 1);
@@ -218,6 +141,83 @@ TEST(TcpPeerGone, AHalfCloseIsNotGoneAResetIs) {
   ::close(reset.client);
   reset.client = -1;
   EXPECT_TRUE(test::eventually([&] { return tcp_peer_gone(reset.server); }));
+}
+
+// A file of `n` bytes, byte i being i * 7 mod 251 (no period that divides the alignment).
+std::string pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i++) s[i] = (char)(i * 7 % 251);
+  return s;
+}
+
+struct AlignedBytes {
+  explicit AlignedBytes(size_t n)
+      : p(static_cast<char*>(std::aligned_alloc(kDirectIoAlign, n))), size(n) {}
+  ~AlignedBytes() { std::free(p); }
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  char* p;
+  size_t size;
+};
+
+// Direct reads of aligned blocks return the file's bytes; a file system that refuses direct I/O
+// (tmpfs) refuses it at open with EINVAL, which callers take as "read through the cache".
+TEST(DirectRead, AlignedBlocksReadBack) {
+  test::TempDir d;
+  const std::string bytes = pattern(4 * kDirectIoAlign);
+  test::write_file(d / "f", bytes);
+  int fd = open_direct((d / "f").string());
+  if (fd < 0) {
+    EXPECT_EQ(errno, EINVAL);
+    GTEST_SKIP() << "the temp folder's file system refuses direct reads";
+  }
+  AlignedBytes buf(2 * kDirectIoAlign);
+  ASSERT_EQ(::pread(fd, buf.p, buf.size, (off_t)kDirectIoAlign), (ssize_t)buf.size);
+  EXPECT_EQ(std::string(buf.p, buf.size), bytes.substr(kDirectIoAlign, buf.size));
+  ::close(fd);
+  EXPECT_EQ(open_direct((d / "missing").string()), -1);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+// Where the OS has an asynchronous reader: reads complete with their tags and bytes, a short one
+// reports what it got, a bad descriptor reports its errno, and wake() ends a wait with nothing.
+TEST(AsyncReader, ReadsCompleteWithTheirTagsAndWakeEndsAWait) {
+  std::string why;
+  std::unique_ptr<AsyncReader> r = AsyncReader::open(4, &why);
+  if (!r) {
+    EXPECT_FALSE(why.empty());
+    GTEST_SKIP() << why;
+  }
+  test::TempDir d;
+  const std::string bytes = pattern(3 * kDirectIoAlign);
+  test::write_file(d / "f", bytes);
+  int fd = ::open((d / "f").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  AlignedBytes a(kDirectIoAlign), b(2 * kDirectIoAlign);
+  r->queue(fd, a.p, a.size, 2 * kDirectIoAlign, 7);
+  r->queue(fd, b.p, b.size, 2 * kDirectIoAlign, 9);  // runs past the end: short
+  r->queue(-1, b.p, b.size, 0, 11);
+  std::vector<AsyncReader::Completion> done;
+  while (done.size() < 3) ASSERT_EQ(r->wait(done), "");
+  std::map<uint64_t, int> result;
+  for (const AsyncReader::Completion& c : done) result[c.tag] = c.result;
+  const int block = (int)kDirectIoAlign;
+  EXPECT_EQ(result, (std::map<uint64_t, int>{{7, block}, {9, block}, {11, -EBADF}}));
+  EXPECT_EQ(std::string(a.p, a.size), bytes.substr(2 * kDirectIoAlign));
+  r->wake();
+  done.clear();
+  EXPECT_EQ(r->wait(done), "");
+  EXPECT_TRUE(done.empty());
+  ::close(fd);
+}
+
+TEST(PeakRss, GrowsWhenMoreMemoryIsTouched) {
+  const uint64_t before = peak_rss_bytes();
+  EXPECT_GT(before, 0u);
+  const size_t n = 256ull << 20;
+  std::vector<char> big(n, 1);  // every page written, so resident
+  EXPECT_GE(peak_rss_bytes(), before + n / 2);
+  EXPECT_EQ(big[n - 1], 1);
 }
 
 }  // namespace

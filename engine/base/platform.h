@@ -76,6 +76,18 @@ UsableMemory cgroup_limited(UsableMemory physical, const std::filesystem::path& 
 // The most RAM this process has held resident since it started, in bytes.
 uint64_t peak_rss_bytes();
 
+// Tells the service manager the daemon's state ("READY=1", "STOPPING=1", "STATUS=..."), so that
+// a `Type=notify` unit counts the daemon as serving only once the model is loaded. On Linux, when
+// $NOTIFY_SOCKET names a unix datagram socket (a path, or an abstract name after '@'), the state
+// is sent to it as one datagram (systemd's sd_notify protocol, written directly); otherwise, and
+// on macOS, nothing happens. Returns what failed, or an empty string: best effort, a missing or
+// unreachable socket is not an error of the daemon's.
+std::string notify_service_manager(const std::string& state);
+
+// Whether this OS has a service manager that notify_service_manager() can tell anything
+// (Linux: systemd's protocol; macOS: launchd has none).
+bool service_manager_notifications();
+
 // How many threads the engine computes on when not told: the CPUs this process may run on (on
 // Linux its affinity mask, which taskset and cpusets narrow). On macOS only the performance
 // cores count: the thread pool splits work into equal parts, so a part on a slower efficiency
@@ -96,18 +108,6 @@ int64_t file_mtime_ns(const std::string& path);
 // sides have finished): a peer that only half-closed is still there. False while it is open and
 // where the OS cannot tell.
 bool tcp_peer_gone(int fd);
-
-// Tells the service manager the daemon's state ("READY=1", "STOPPING=1", "STATUS=..."), so that
-// a `Type=notify` unit counts the daemon as serving only once the model is loaded. On Linux, when
-// $NOTIFY_SOCKET names a unix datagram socket (a path, or an abstract name after '@'), the state
-// is sent to it as one datagram (systemd's sd_notify protocol, written directly); otherwise, and
-// on macOS, nothing happens. Returns what failed, or an empty string: best effort, a missing or
-// unreachable socket is not an error of the daemon's.
-std::string notify_service_manager(const std::string& state);
-
-// Whether this OS has a service manager that notify_service_manager() can tell anything
-// (Linux: systemd's protocol; macOS: launchd has none).
-bool service_manager_notifications();
 
 // For tests of a full or read-only disk: a tmpfs of `bytes` mounted on the empty folder `dir`
 // (read-only when asked), resized, and unmounted. Each returns false where this process may not

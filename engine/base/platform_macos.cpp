@@ -61,14 +61,14 @@ std::unique_ptr<AsyncReader> AsyncReader::open(unsigned, std::string* why) {
 UsableMemory usable_memory() {
   uint64_t bytes = 0;
   size_t size = sizeof bytes;
-  if (sysctlbyname("hw.memsize", &bytes, &size, nullptr, 0) != 0 || size != sizeof bytes) bytes = 0;
+  if (sysctlbyname("hw.memsize", &bytes, &size, nullptr, 0) != 0) bytes = 0;
   return {bytes, "physical RAM"};
 }
 
 uint64_t peak_rss_bytes() {
   rusage u{};
   if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
-  return (uint64_t)u.ru_maxrss;  // macOS counts bytes (Linux kibibytes)
+  return (uint64_t)u.ru_maxrss;  // macOS counts bytes
 }
 
 // hw.perflevel0 is the fastest kind of core (macOS 12 on); a Mac with one kind of core has
