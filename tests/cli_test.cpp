@@ -328,10 +328,17 @@ TEST(Packaging, BootstrapRunsAloneAndTheImageBuildConfiguresWithoutTests) {
   EXPECT_EQ(test::run_command((d / "scripts/bootstrap").string(), &out), 0) << out;
   EXPECT_NE(out.find("no tests/e2e here"), std::string::npos) << out;
   EXPECT_EQ(test::run_command((d / "scripts/bootstrap").string() + " --bogus", &out), 2) << out;
-  ASSERT_EQ(test::run_command("cmake -S " + test::source_dir().string() + " -B " +
-                                  (d / "build").string() +
-                                  " -G Ninja -DCMAKE_BUILD_TYPE=Release -DWASTE_TESTS=OFF",
-                              &out),
+  // Where this build was told to find packages, it is told too (scripts/build gives macOS
+  // Homebrew's prefixes; Debian needs none).
+  std::string prefixes;
+  std::ifstream cache(test::waste_binary().parent_path() / "CMakeCache.txt");
+  for (std::string line; std::getline(cache, line);)
+    if (line.rfind("CMAKE_PREFIX_PATH:", 0) == 0) prefixes = line.substr(line.find('=') + 1);
+  ASSERT_EQ(test::run_command(
+                "cmake -S " + test::source_dir().string() + " -B " + (d / "build").string() +
+                    " -G Ninja -DCMAKE_BUILD_TYPE=Release -DWASTE_TESTS=OFF" +
+                    (prefixes.empty() ? "" : " '-DCMAKE_PREFIX_PATH=" + prefixes + "'"),
+                &out),
             0)
       << out;
   EXPECT_FALSE(fs::exists(d / "build/tests")) << "the test suites were configured";
