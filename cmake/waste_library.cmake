@@ -38,9 +38,10 @@ function(waste_library target)
   if(NOT APPLE)
     list(FILTER sources EXCLUDE REGEX "_macos\\.cpp$")
   endif()
-  # Likewise a source named for an instruction set, for the CPU family that has it.
+  # Likewise a source named for an instruction set, or for a CPU family (_x86, _arm64), for the
+  # CPU family that has it.
   if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-    list(FILTER sources EXCLUDE REGEX "_avx[^/]*\\.cpp$")
+    list(FILTER sources EXCLUDE REGEX "_(avx[^/]*|x86)\\.cpp$")
   endif()
   if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
     list(FILTER sources EXCLUDE REGEX "_(neon|arm64)[^/]*\\.cpp$")
