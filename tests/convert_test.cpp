@@ -708,16 +708,6 @@ TEST_F(ConvertTest, TooFewTrainingVectorsIsRefused) {
   EXPECT_THROW(train_books(x, r, 1, Isa::kScalar, nullptr, "layer 1 gate"), FormatError);
 }
 
-// Every search kernel this CPU can run, scalar first (the reference).
-std::vector<std::pair<const char*, NearestFn>> runnable_kernels() {
-  std::vector<std::pair<const char*, NearestFn>> ks{{"scalar", detail::nearest_scalar}};
-  if (cpu_supports(Isa::kAvx2)) ks.emplace_back("avx2", detail::nearest_avx2);
-  if (cpu_supports(Isa::kAvx512)) ks.emplace_back("avx512", detail::nearest_avx512);
-  if (cpu_has_avx512vnni()) ks.emplace_back("vnni", detail::nearest_vnni);
-  if (cpu_has_avxvnni()) ks.emplace_back("avxvnni", detail::nearest_avxvnni);
-  return ks;
-}
-
 // Indices of every kernel for `xs` (whole groups of 8, dimension-major) against `book` (entry
 // major, values as stored); each must equal the scalar kernel's. Returns the scalar indices.
 std::vector<uint8_t> expect_kernels_agree(const std::vector<float>& book,
@@ -732,7 +722,7 @@ std::vector<uint8_t> expect_kernels_agree(const std::vector<float>& book,
   SearchBook sb = search_book(book.data(), norms.data(), E);
   const int64_t groups = (int64_t)xs.size() / 64;
   std::vector<uint8_t> ref((size_t)groups * 8);
-  for (auto [name, k] : runnable_kernels()) {
+  for (auto [name, k] : nearest_kernels()) {
     std::vector<uint8_t> got((size_t)groups * 8, 0xee);
     k(sb.view(), xs.data(), groups, got.data());
     if (k == detail::nearest_scalar)
@@ -903,68 +893,74 @@ TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnTrainedBooksAndResiduals) {
   }
 }
 
-// The AVX2 tile work must give the portable results bit for bit: the same float and double
-// operations per element in the same order (no fused multiply-adds), whatever the values.
+// Every instruction-set tile work must give the portable results bit for bit: the same float and
+// double operations per element in the same order (no fused multiply-adds), whatever the values.
 TEST_F(ConvertTest, TileOpsAgreeWithPortable) {
-  if (!cpu_supports(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  const TileOps ref = detail::tile_ops_portable(), avx = detail::tile_ops_avx2();
-  Rng r(10);
-  const int64_t cols = 40;
-  std::vector<float> w(64 * cols), amax(64), s16(64), book = stored_uniform(r, 256 * 8);
-  std::vector<float> norms(256, 1.0f);
-  for (float& v : w) v = gauss(r) * std::ldexp(1.0f, (int)r.below(60) - 30);
-  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
-                            std::numeric_limits<float>::infinity(), -0.0f, 1e-41f, 3e38f};
-  for (size_t i = 0; i < std::size(specials); i++)
-    w[(size_t)r.below((uint32_t)w.size())] = specials[i];
-  for (float& v : amax) v = std::ldexp(r.uniform(0.5f, 1.0f), (int)r.below(40) - 20);
-  amax[7] = 1e-8f;
-  for (float& v : s16) v = f16_to_f32(f32_to_f16(r.uniform(1e-4f, 2.0f)));
-  auto same = [](const void* a, const void* b, size_t n) { return std::memcmp(a, b, n) == 0; };
-  for (int E : {256, 100, 16}) {
-    SearchBook sb = search_book(book.data(), norms.data(), E);
-    for (int64_t n : {64, 63, 17, 8, 1}) {
-      const int64_t off = (int64_t)r.below(4) * 8;  // a vector position inside the rows
-      std::vector<float> a(kTileFloats, 7.0f), b(kTileFloats, -7.0f);
-      ref.load(w.data() + off, cols, n, amax.data(), a.data());
-      avx.load(w.data() + off, cols, n, amax.data(), b.data());
-      EXPECT_TRUE(same(a.data(), b.data(), a.size() * 4)) << "load, n " << n;
-      std::vector<uint8_t> ids(64);
-      for (uint8_t& i : ids) i = (uint8_t)r.below((uint32_t)E);
-      std::vector<float> sa(kTileFloats), sbv;
-      for (float& v : sa) v = r.uniform(-2, 2);
-      sbv = sa;
-      std::vector<float> a2 = a;
-      ref.apply(sb.view(), ids.data(), a.data(), sa.data());
-      avx.apply(sb.view(), ids.data(), a2.data(), sbv.data());
-      EXPECT_TRUE(same(a.data(), a2.data(), a.size() * 4)) << "apply residual, " << E << " entries";
-      EXPECT_TRUE(same(sa.data(), sbv.data(), sa.size() * 4)) << "apply sum, " << E << " entries";
-      TileError ea, eb;
-      for (int d = 0; d < 8; d++) ea.err2[d] = eb.err2[d] = 0.1 * d, ea.ref2[d] = eb.ref2[d] = d;
-      ref.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &ea);
-      avx.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &eb);
-      EXPECT_TRUE(same(ea.err2, eb.err2, sizeof ea.err2)) << "error sums, n " << n;
-      EXPECT_TRUE(same(ea.ref2, eb.ref2, sizeof ea.ref2)) << "reference sums, n " << n;
+  const std::vector<NamedTileOps> variants = tile_ops_variants();
+  if (variants.size() < 2) GTEST_SKIP() << "this CPU runs only the portable tile work";
+  const TileOps ref = variants[0].ops;
+  for (size_t k = 1; k < variants.size(); k++) {
+    SCOPED_TRACE(variants[k].name);
+    const TileOps avx = variants[k].ops;
+    Rng r(10);
+    const int64_t cols = 40;
+    std::vector<float> w(64 * cols), amax(64), s16(64), book = stored_uniform(r, 256 * 8);
+    std::vector<float> norms(256, 1.0f);
+    for (float& v : w) v = gauss(r) * std::ldexp(1.0f, (int)r.below(60) - 30);
+    const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::infinity(), -0.0f, 1e-41f, 3e38f};
+    for (size_t i = 0; i < std::size(specials); i++)
+      w[(size_t)r.below((uint32_t)w.size())] = specials[i];
+    for (float& v : amax) v = std::ldexp(r.uniform(0.5f, 1.0f), (int)r.below(40) - 20);
+    amax[7] = 1e-8f;
+    for (float& v : s16) v = f16_to_f32(f32_to_f16(r.uniform(1e-4f, 2.0f)));
+    auto same = [](const void* a, const void* b, size_t n) { return std::memcmp(a, b, n) == 0; };
+    for (int E : {256, 100, 16}) {
+      SearchBook sb = search_book(book.data(), norms.data(), E);
+      for (int64_t n : {64, 63, 17, 8, 1}) {
+        const int64_t off = (int64_t)r.below(4) * 8;  // a vector position inside the rows
+        std::vector<float> a(kTileFloats, 7.0f), b(kTileFloats, -7.0f);
+        ref.load(w.data() + off, cols, n, amax.data(), a.data());
+        avx.load(w.data() + off, cols, n, amax.data(), b.data());
+        EXPECT_TRUE(same(a.data(), b.data(), a.size() * 4)) << "load, n " << n;
+        std::vector<uint8_t> ids(64);
+        for (uint8_t& i : ids) i = (uint8_t)r.below((uint32_t)E);
+        std::vector<float> sa(kTileFloats), sbv;
+        for (float& v : sa) v = r.uniform(-2, 2);
+        sbv = sa;
+        std::vector<float> a2 = a;
+        ref.apply(sb.view(), ids.data(), a.data(), sa.data());
+        avx.apply(sb.view(), ids.data(), a2.data(), sbv.data());
+        EXPECT_TRUE(same(a.data(), a2.data(), a.size() * 4))
+            << "apply residual, " << E << " entries";
+        EXPECT_TRUE(same(sa.data(), sbv.data(), sa.size() * 4)) << "apply sum, " << E << " entries";
+        TileError ea, eb;
+        for (int d = 0; d < 8; d++) ea.err2[d] = eb.err2[d] = 0.1 * d, ea.ref2[d] = eb.ref2[d] = d;
+        ref.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &ea);
+        avx.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &eb);
+        EXPECT_TRUE(same(ea.err2, eb.err2, sizeof ea.err2)) << "error sums, n " << n;
+        EXPECT_TRUE(same(ea.ref2, eb.ref2, sizeof ea.ref2)) << "reference sums, n " << n;
+      }
     }
+    // Whole encodes: the same bytes and the same error report with either tile work.
+    const int64_t rows = 100, wc = 64;
+    GaussianExpert g = gaussian_expert(r, rows, wc, 2);
+    const std::vector<float>& m = g.w;
+    const KindBooks& kb = g.books;
+    const size_t nidx = 128 * wc / 8 * 3;
+    std::vector<uint8_t> ia(nidx), ib(nidx);
+    std::vector<uint16_t> ca((size_t)rows), cb((size_t)rows);
+    EncodeError fa =
+        encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, ref, ia.data(), ca.data());
+    EncodeError fb =
+        encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, avx, ib.data(), cb.data());
+    EXPECT_EQ(ia, ib);
+    EXPECT_EQ(ca, cb);
+    EXPECT_EQ(fa.err2, fb.err2);
+    EXPECT_EQ(fa.ref2, fb.ref2);
+    EXPECT_GT(fa.relative(), 0.05);  // a real encode, not an empty one
+    EXPECT_LT(fa.relative(), 0.5);
   }
-  // Whole encodes: the same bytes and the same error report with either tile work.
-  const int64_t rows = 100, wc = 64;
-  GaussianExpert g = gaussian_expert(r, rows, wc, 2);
-  const std::vector<float>& m = g.w;
-  const KindBooks& kb = g.books;
-  const size_t nidx = 128 * wc / 8 * 3;
-  std::vector<uint8_t> ia(nidx), ib(nidx);
-  std::vector<uint16_t> ca((size_t)rows), cb((size_t)rows);
-  EncodeError fa =
-      encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, ref, ia.data(), ca.data());
-  EncodeError fb =
-      encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, avx, ib.data(), cb.data());
-  EXPECT_EQ(ia, ib);
-  EXPECT_EQ(ca, cb);
-  EXPECT_EQ(fa.err2, fb.err2);
-  EXPECT_EQ(fa.ref2, fb.ref2);
-  EXPECT_GT(fa.relative(), 0.05);  // a real encode, not an empty one
-  EXPECT_LT(fa.relative(), 0.5);
 }
 
 // WASTE_CONVERT_BENCH=1: encode throughput at Kimi-Linear expert shape, and the error of the
@@ -1012,11 +1008,11 @@ TEST(ConvertBench, EncodeThroughputAndError) {
     NearestFn k = nearest_kernel(detect_isa());
     const TileOps tile = tile_ops(detect_isa());
     if (forced) {
-      auto ks = runnable_kernels();
+      auto ks = nearest_kernels();
       auto it = std::find_if(ks.begin(), ks.end(),
-                             [&](const auto& p) { return std::string(p.first) == forced; });
+                             [&](const NearestKernel& p) { return std::string(p.name) == forced; });
       if (it == ks.end()) GTEST_SKIP() << "WASTE_VQ_KERNEL=" << forced << " cannot run here";
-      k = it->second;
+      k = it->fn;
     }
     t0 = SteadyClock::now();
     for (auto& w : experts)

@@ -4,7 +4,7 @@
 // fma would round once instead of twice and no longer match the portable sums.
 #include <immintrin.h>
 
-#include "engine/convert/vq_tile.h"
+#include "engine/convert/vq_encode_x86.h"
 
 namespace waste::detail {
 
