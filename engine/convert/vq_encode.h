@@ -83,7 +83,8 @@ SearchBook search_book(const float* book, const float* norms, int entries);
 using NearestFn = void (*)(const SearchView& b, const float* xs, int64_t n_groups, uint8_t* idx);
 // The best kernel `isa` allows on this CPU. Each CPU family's file decides (vq_select_x86.cpp:
 // with kAvx512 the AVX-512 VNNI screen where the CPU has it, else AVX-512, with kAvx2 AVX-VNNI's
-// screen, else AVX2; vq_select_arm64.cpp), and every kernel returns nearest_scalar's indices.
+// screen, else AVX2; vq_select_arm64.cpp: NEON), and every kernel returns nearest_scalar's
+// indices.
 NearestFn nearest_kernel(Isa isa);
 // Every search kernel this build holds that this CPU can run, scalar first, by the names
 // WASTE_VQ_KERNEL takes in the encode bench; the tests hold each one to the scalar answer.
