@@ -26,7 +26,9 @@ const std::vector<Option<EngineOptions>>& engine_option_table() {
       {{"--ctx", "WASTE_CTX", "ctx",
         "positions per conversation (default: the largest the RAM plan holds)"},
        [](E& o, const std::string& v) { o.ctx = option_int(v, 1, int64_t{1} << 24); }},
-      {{"--threads", "WASTE_THREADS", "threads", "compute threads (default: all cores)"},
+      {{"--threads", "WASTE_THREADS", "threads",
+        "compute threads (default: every core this process may use; on macOS the performance "
+        "cores)"},
        [](E& o, const std::string& v) { o.threads = (int)option_int(v, 0, 1024); }},
       {{"--chunk", "WASTE_CHUNK", "chunk",
         "prompt tokens per prefill window, each layer's experts read once for all of them "

@@ -84,7 +84,9 @@ const Command kCommands[] = {
     {"bench", waste::cli::cmd_bench,
      "waste bench MODEL [--tokens N] [--prompt-tokens P] [--json] [--disk-reads N] "
      "[--no-resident]",
-     true},
+     true,
+     "\n  waste bench --kernels [--arch kimi-linear|k3 | --quick] [--threads N] [--kernel-iters N] "
+     "[--json]   (every kernel per instruction set, beside the FMA peak; no MODEL)"},
     {"cachesim", waste::cli::cmd_cachesim,
      "waste cachesim TRACE [--experts N] [--percent 3,6,12] [--json]"},
     {"synth", waste::cli::cmd_synth,

@@ -44,13 +44,14 @@ TEST(AgentCli, CodexExecCompletesOneTurnThroughTheResponsesApi) {
   test::write_file(dir / "schema.json",
                    R"({"type":"object","properties":{"answer":{"type":"string","enum":["hi"]}},)"
                    R"("required":["answer"],"additionalProperties":false})");
-  const std::string cmd = "cd " + (dir / "work").string() +
-                          " && CODEX_HOME=" + (dir / "home").string() +
-                          " WASTE_TEST_KEY=test-key timeout 900 " + codex.string() +
-                          " exec --skip-git-repo-check -c include_environment_context=false"
-                          " --output-schema " +
-                          (dir / "schema.json").string() + " --output-last-message " +
-                          (dir / "last.txt").string() + " 'Say hi' < /dev/null";
+  const std::string cmd =
+      "cd " + (dir / "work").string() + " && CODEX_HOME=" + (dir / "home").string() +
+      // perl's alarm bounds the run on any OS (macOS has no timeout(1)).
+      " WASTE_TEST_KEY=test-key perl -e 'alarm shift; exec @ARGV' 900 " + codex.string() +
+      " exec --skip-git-repo-check -c include_environment_context=false"
+      " --output-schema " +
+      (dir / "schema.json").string() + " --output-last-message " + (dir / "last.txt").string() +
+      " 'Say hi' < /dev/null";
   std::string out;
   ASSERT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_EQ(test::read_file(dir / "last.txt"), R"({"answer":"hi"})") << out;

@@ -4,9 +4,17 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "engine/kernels/kernel_bench.h"
 #include "tests/test_util.h"
 
 namespace waste {
@@ -123,6 +131,92 @@ TEST(Cli, BenchFiguresComeWithTheirFloors) {
   EXPECT_EQ(std::fmod(num(plan, "window_tokens"), 64), 0);
 }
 
+// `waste bench --kernels` measures every kernel of the table on every instruction set this CPU
+// runs, on one thread and on the pool, beside the FMA peak of the same run. What it lists is
+// checked here, not how fast anything was.
+TEST(Cli, BenchKernelsListsEveryKernelForEveryIsa) {
+  std::string out;
+  ASSERT_EQ(test::run_command(waste_cmd("bench --kernels --quick --threads 2 --json"), &out), 0)
+      << out;
+  simdjson::dom::parser p;
+  simdjson::dom::element b = p.parse(out).value();
+  std::set<std::string> supported, vector_isas, listed;
+  std::string widest;  // the last vector Isa this CPU runs, in enum order
+  for (Isa isa : known_isas()) {
+    if (!cpu_supports(isa)) continue;
+    supported.insert(isa_name(isa));
+    if (isa != Isa::kScalar) vector_isas.insert(widest = isa_name(isa));
+  }
+  simdjson::dom::array isas = b["isas"].get_array().value();
+  for (simdjson::dom::element isa : isas) listed.insert(std::string(isa.get_string().value()));
+  EXPECT_EQ(listed, supported);
+  EXPECT_EQ(num(b, "threads"), 2);
+  const char* emulator = std::getenv("WASTE_EMULATED");  // set where the suite runs emulated
+  EXPECT_EQ(b["emulated"].get_bool().value(), emulator && *emulator);
+
+  // (kernel, format) -> "isa/threads" of each timing, which must each appear once.
+  std::map<std::string, std::multiset<std::string>> seen;
+  simdjson::dom::array timings = b["kernels"].get_array().value();
+  for (simdjson::dom::element t : timings) {
+    const std::string name = std::string(t["kernel"].get_string().value()) + " " +
+                             std::string(t["format"].get_string().value());
+    seen[name].insert(std::string(t["isa"].get_string().value()) + "/" +
+                      std::to_string((int64_t)num(t, "threads")));
+    EXPECT_EQ(std::string_view(t["model"].get_string().value()), "quick");
+    EXPECT_GT(num(t, "ns_per_unit"), 0) << name;
+    EXPECT_GT(num(t, "flops_per_call"), 0) << name;
+    // A fraction exactly where a peak was measured.
+    EXPECT_EQ(num(t, "of_peak") > 0, !vector_isas.empty()) << name;
+  }
+  std::multiset<std::string> every;
+  for (const std::string& isa : supported)
+    for (const char* threads : {"/1", "/2"}) every.insert(isa + threads);
+  const std::set<std::string> kernels = {
+      "matvec F32", "matvec Q8G", "matvec Q4G",      "matmul F32", "matmul Q8G", "matmul Q4G",
+      "vq_lut ",    "vq_rows ",   "vq_rows_tokens ", "dots ",      "axpys ",     "delta_rule "};
+  for (const std::string& k : kernels) EXPECT_EQ(seen[k], every) << k;
+  EXPECT_EQ(seen.size(), kernels.size());
+
+  // The peak comes from the widest vectors, on one thread and on both.
+  std::set<int64_t> peak_threads;
+  simdjson::dom::array peaks = b["fma_peak"].get_array().value();
+  for (simdjson::dom::element pk : peaks) {
+    EXPECT_EQ(std::string_view(pk["isa"].get_string().value()), widest);
+    EXPECT_GT(num(pk, "gflops"), 0);
+    peak_threads.insert((int64_t)num(pk, "threads"));
+  }
+  const std::set<int64_t> both = {1, 2};
+  EXPECT_EQ(peak_threads, vector_isas.empty() ? std::set<int64_t>() : both);
+
+  // The table lists the same, and says when the timings are not speeds.
+  ASSERT_EQ(
+      test::run_command(
+          "WASTE_EMULATED='qemu test' " + waste_cmd("bench --kernels --quick --threads 2"), &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("warning: running under emulation (qemu test): these timings measure the "
+                     "emulator, not a CPU, and are not speeds"),
+            std::string::npos)
+      << out;
+  std::map<std::string, std::multiset<std::string>> rows;  // kernel format -> "isa/threads"
+  std::istringstream table(out);
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+    if (w.size() < 8 || !kernels.count(w[0] + " " + (w[1] == "-" ? "" : w[1]))) continue;
+    // kernel, format, the shape's words, unit, isa, threads, then four figures
+    rows[w[0] + " " + (w[1] == "-" ? "" : w[1])].insert(w[w.size() - 6] + "/" + w[w.size() - 5]);
+  }
+  for (const std::string& k : kernels) EXPECT_EQ(rows[k], every) << k << "\n" << out;
+
+  EXPECT_EQ(test::run_command(waste_cmd("bench --kernels --arch llama"), &out), 2);
+  EXPECT_NE(out.find("--arch llama is not kimi-linear or k3"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(waste_cmd("bench --kernels m.waste"), &out), 2);
+  EXPECT_NE(out.find("takes no MODEL"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(waste_cmd("bench --kernels --quick --arch k3"), &out), 2);
+  EXPECT_NE(out.find("it takes no --arch"), std::string::npos) << out;
+}
+
 TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
   std::string out;
   EXPECT_EQ(test::run_command(waste_cmd("info"), &out), 2);
@@ -234,10 +328,17 @@ TEST(Packaging, BootstrapRunsAloneAndTheImageBuildConfiguresWithoutTests) {
   EXPECT_EQ(test::run_command((d / "scripts/bootstrap").string(), &out), 0) << out;
   EXPECT_NE(out.find("no tests/e2e here"), std::string::npos) << out;
   EXPECT_EQ(test::run_command((d / "scripts/bootstrap").string() + " --bogus", &out), 2) << out;
-  ASSERT_EQ(test::run_command("cmake -S " + test::source_dir().string() + " -B " +
-                                  (d / "build").string() +
-                                  " -G Ninja -DCMAKE_BUILD_TYPE=Release -DWASTE_TESTS=OFF",
-                              &out),
+  // Where this build was told to find packages, it is told too (scripts/build gives macOS
+  // Homebrew's prefixes; Debian needs none).
+  std::string prefixes;
+  std::ifstream cache(test::waste_binary().parent_path() / "CMakeCache.txt");
+  for (std::string line; std::getline(cache, line);)
+    if (line.rfind("CMAKE_PREFIX_PATH:", 0) == 0) prefixes = line.substr(line.find('=') + 1);
+  ASSERT_EQ(test::run_command(
+                "cmake -S " + test::source_dir().string() + " -B " + (d / "build").string() +
+                    " -G Ninja -DCMAKE_BUILD_TYPE=Release -DWASTE_TESTS=OFF" +
+                    (prefixes.empty() ? "" : " '-DCMAKE_PREFIX_PATH=" + prefixes + "'"),
+                &out),
             0)
       << out;
   EXPECT_FALSE(fs::exists(d / "build/tests")) << "the test suites were configured";

@@ -1,9 +1,6 @@
-// `waste convert` against synthetic release checkpoints: real tensor names at scaled-down shapes
-// (Kimi-Linear with BF16 experts, K3 with MXFP4 experts and the vision tower), shards laid out
-// like the releases (a trunk-only shard, a shard spanning layers, non-numeric order, metadata).
+// `waste convert` against synthetic release checkpoints (tests/synth_checkpoint.h): real tensor
+// names at scaled-down shapes, shards laid out like the releases.
 #include <gtest/gtest.h>
-
-#include <simdjson.h>
 
 #include <cmath>
 #include <cstring>
@@ -26,10 +23,9 @@
 #include "engine/convert/vq_tile.h"
 #include "engine/format/container.h"
 #include "engine/format/expert_record.h"
-#include "engine/format/tensor_specs.h"
 #include "engine/model/model.h"
-#include "engine/synth/synth_tokenizer.h"
 #include "prompt_templates/specials_file.h"
+#include "tests/synth_checkpoint.h"
 #include "tests/test_util.h"
 
 namespace waste {
@@ -37,223 +33,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// ---- a synthetic checkpoint writer --------------------------------------------------------
-
-struct StTensor {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-void write_safetensors(const fs::path& p, const std::vector<StTensor>& ts) {
-  std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
-  uint64_t off = 0;
-  for (const StTensor& t : ts) {
-    std::string shape;
-    for (int64_t d : t.shape) {
-      if (!shape.empty()) shape += ',';
-      shape += std::to_string(d);
-    }
-    h += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", t.name,
-                     t.dtype, shape, off, off + t.bytes.size());
-    off += t.bytes.size();
-  }
-  h += "}";
-  while ((8 + h.size()) % 8) h += ' ';  // the reference writer pads to 8 bytes
-  uint64_t n = h.size();
-  std::string file(reinterpret_cast<const char*>(&n), 8);
-  file += h;
-  for (const StTensor& t : ts) file += t.bytes;
-  test::write_file(p, file);
-}
-
-std::string bf16_bytes(const std::vector<float>& v) {
-  std::string s(v.size() * 2, '\0');
-  for (size_t i = 0; i < v.size(); i++) {
-    uint32_t b = f32_to_bits(v[i]);
-    b += 0x7fff + ((b >> 16) & 1);  // round to nearest even
-    uint16_t h = (uint16_t)(b >> 16);
-    std::memcpy(&s[2 * i], &h, 2);
-  }
-  return s;
-}
-
-std::string f32_bytes(const std::vector<float>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-}
-
-std::string f16_bytes(const std::vector<float>& v) {
-  std::string s(v.size() * 2, '\0');
-  for (size_t i = 0; i < v.size(); i++) {
-    uint16_t h = f32_to_f16(v[i]);
-    std::memcpy(&s[2 * i], &h, 2);
-  }
-  return s;
-}
-
-float gauss(Rng& r) {
-  double u = std::max(r.uniform(), 1e-12), v = r.uniform();
-  return (float)(std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v));
-}
-
-struct Shape {
-  bool k3 = false;
-  int hidden = 128, layers = 4, experts = 12, moe_inter = 40, dense_inter = 512, latent = 0;
-  int vocab = 1024;
-};
-
-std::string text_config(const Shape& s) {
-  std::string kda = "[1,2,4]";
-  std::string c = fmt::format(
-      "{{\"architectures\":[\"KimiLinearForCausalLM\"],\"model_type\":\"kimi_linear\","
-      "\"hidden_size\":{},\"num_hidden_layers\":{},\"vocab_size\":{},\"bos_token_id\":1,"
-      "\"eos_token_id\":2,\"rms_norm_eps\":1e-05,\"first_k_dense_replace\":1,"
-      "\"intermediate_size\":{},\"moe_intermediate_size\":{},\"num_experts\":{},"
-      "\"num_experts_per_token\":2,\"num_shared_experts\":1,\"moe_renormalize\":true,"
-      "\"routed_scaling_factor\":2.446,\"num_attention_heads\":4,\"qk_nope_head_dim\":16,"
-      "\"qk_rope_head_dim\":8,\"v_head_dim\":16,\"kv_lora_rank\":32,\"q_lora_rank\":{},"
-      "\"hidden_act\":\"{}\",\"linear_attn_config\":{{\"num_heads\":4,\"head_dim\":32,"
-      "\"short_conv_kernel_size\":4,\"kda_layers\":{},\"full_attn_layers\":[3]",
-      s.hidden, s.layers, s.vocab, s.dense_inter, s.moe_inter, s.experts, s.k3 ? "48" : "null",
-      s.k3 ? "situ" : "silu", kda);
-  if (!s.k3) return c + "}}";
-  return c + fmt::format(
-                 ",\"use_full_rank_gate\":true,\"gate_lower_bound\":-5.0}},"
-                 "\"activation_situ_beta\":4.0,\"activation_situ_linear_beta\":25.0,"
-                 "\"attn_res_block_size\":2,\"latent_moe_use_norm\":true,"
-                 "\"mla_use_output_gate\":true,\"routed_expert_hidden_size\":{}}}",
-                 s.latent);
-}
-
-std::string release_config(const Shape& s) {
-  if (!s.k3) return text_config(s);
-  return fmt::format(
-      "{{\"architectures\":[\"KimiK3ForConditionalGeneration\"],\"model_type\":\"kimi_k3\","
-      "\"media_placeholder_token_id\":1000,\"text_config\":{},\"vision_config\":{{"
-      "\"_attn_implementation\":\"flash_attention_2\",\"patch_size\":14,\"vt_hidden_size\":128,"
-      "\"vt_num_hidden_layers\":1,\"text_hidden_size\":{}}}}}",
-      text_config(s), s.hidden);
-}
-
-std::vector<float> values_for(const std::string& name, const std::vector<int64_t>& shape, Rng& r) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<float> v((size_t)n);
-  float a = std::sqrt(3.0f / (float)shape.back());
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("A_log"))
-    for (int64_t i = 0; i < n; i++) v[i] = std::log(r.uniform(1.0f, 16.0f));
-  else if (has("dt_bias") || has("correction_bias") || has("conv1d"))
-    for (float& x : v) x = r.uniform(-0.5f, 0.5f);
-  else if (has("res_proj"))
-    for (float& x : v) x = r.uniform(-0.05f, 0.05f);
-  else if (shape.size() == 1)
-    for (float& x : v) x = r.uniform(0.8f, 1.2f);
-  else {
-    const float m = has("embed_tokens") ? 1 / a : has("lm_head") ? 4 : 1;
-    for (float& x : v) x = r.uniform(-a, a) * m;
-  }
-  return v;
-}
-
-// Writes a checkpoint folder: config.json, three shards + index, tokenizer files.
-void write_checkpoint(const fs::path& dir, const Shape& s, uint64_t seed = 7) {
-  fs::create_directories(dir);
-  test::write_file(dir / "config.json", release_config(s));
-  SynthVocab sv = write_synthetic_tokenizer(dir, s.k3 ? Arch::kK3 : Arch::kKimiLinear, 0);
-  (void)sv;
-  fs::remove(dir / "specials.json");
-  test::write_file(dir / "tokenizer_config.json",
-                   "{\"added_tokens_decoder\":{\"1001\":{\"content\":\"<|end_of_msg|>\"},"
-                   "\"1000\":{\"content\":\"<|media_pad|>\"}},\"model_max_length\":"
-                   "1000000000000000019884624838656}");
-  if (s.k3)
-    test::write_file(dir / "preprocessor_config.json",
-                     "{\"media_proc_cfg\":{\"in_patch_limit\":4096,\"patch_size\":14,"
-                     "\"image_mean\":[0.5,0.5,0.5],\"image_std\":[0.5,0.5,0.5],"
-                     "\"patch_limit_on_one_side\":512}}");
-  simdjson::dom::parser p;
-  simdjson::padded_string cfg_text(text_config(s));
-  ModelConfig c = parse_model_config(p.parse(cfg_text).value(), "test config");
-  std::string prefix = s.k3 ? "language_model." : "";
-  Rng r(seed);
-  // shard 1: model-level and layer 0 (trunk only); shard 2: layers 1-2; shard 3: the rest.
-  std::map<int, std::vector<StTensor>> shards;
-  auto shard_of = [&](int layer) { return layer <= 0 ? 1 : layer <= 2 ? 2 : 3; };
-  int i = 0;
-  for (const TensorSpec& t : text_tensor_specs(c)) {
-    int layer = -1;
-    if (t.name.rfind("model.layers.", 0) == 0) layer = std::stoi(t.name.substr(13));
-    std::vector<float> v = values_for(t.name, t.shape, r);
-    // Mostly BF16, as the releases; a few F32 and F16 to cover every widening.
-    StTensor st{prefix + t.name, "BF16", t.shape, ""};
-    if (t.name.find("A_log") != std::string::npos || t.name.find("correction") != std::string::npos)
-      st.dtype = "F32", st.bytes = f32_bytes(v);
-    else if (t.name.find("o_norm") != std::string::npos)
-      st.dtype = "F16", st.bytes = f16_bytes(v);
-    else
-      st.bytes = bf16_bytes(v);
-    shards[shard_of(layer)].push_back(std::move(st));
-    i++;
-  }
-  for (int l = 1; l < s.layers; l++)
-    for (int e = 0; e < s.experts; e++)
-      for (const char* w : {"w1", "w3", "w2"}) {
-        bool down = w[1] == '2';
-        int64_t width = c.expert_in(), rows = down ? width : s.moe_inter,
-                cols = down ? s.moe_inter : width;
-        std::vector<float> v((size_t)(rows * cols));
-        for (float& x : v) x = gauss(r) * 0.02f;
-        std::string name =
-            fmt::format("{}model.layers.{}.block_sparse_moe.experts.{}.{}.weight", prefix, l, e, w);
-        if (!s.k3) {
-          shards[shard_of(l)].push_back({name, "BF16", {rows, cols}, bf16_bytes(v)});
-          continue;
-        }
-        std::string packed((size_t)(rows * cols / 2), '\0'),
-            scales((size_t)(rows * cols / 32), '\0');
-        for (int64_t row = 0; row < rows; row++)
-          mxfp4_encode_row(v.data() + row * cols, cols, (uint8_t*)&packed[row * cols / 2],
-                           (uint8_t*)&scales[row * cols / 32]);
-        if (e == 0) scales[0] = 0;  // a group with e = 0 decodes as zero
-        shards[shard_of(l)].push_back({name + "_packed", "U8", {rows, cols / 2}, packed});
-        shards[shard_of(l)].push_back({name + "_scale", "U8", {rows, cols / 32}, scales});
-      }
-  if (s.k3) {
-    auto add = [&](std::string n, std::vector<int64_t> shape) {
-      shards[3].push_back({n, "BF16", shape, bf16_bytes(values_for(n, shape, r))});
-    };
-    add("vision_tower.patch_embed.proj.weight", {128, 3, 14, 14});  // 75,264: Q8G, flattened
-    add("vision_tower.patch_embed.pos_emb.weight", {8, 8, 128});    // small: F32, flattened
-    add("vision_tower.encoder.blocks.0.norm0.weight", {128});
-    add("vision_tower.encoder.blocks.0.wqkv.weight", {384, 128});
-    add("mm_projector.proj.0.weight", {512, 512});
-    add("mm_projector.post_norm.weight", {s.hidden});
-  }
-  std::string map;
-  for (auto& [k, ts] : shards) {
-    std::string file = fmt::format("model-{:05d}-of-00003.safetensors", k);
-    // Header order deliberately unsorted (the index and the converter must not care).
-    std::reverse(ts.begin(), ts.end());
-    write_safetensors(dir / file, ts);
-    for (const StTensor& t : ts)
-      map += fmt::format("{}\"{}\":\"{}\"", map.empty() ? "" : ",", t.name, file);
-  }
-  test::write_file(dir / "model.safetensors.index.json",
-                   "{\"metadata\":{\"total_size\":1},\"weight_map\":{" + map + "}}");
-}
-
-Shape kl_shape() {
-  return Shape{};
-}
-
-Shape k3_shape() {
-  Shape s;
-  s.k3 = true;
-  s.moe_inter = 96;
-  s.latent = 160;
-  return s;
-}
+using test::CheckpointShape;
+using test::gauss;
+using test::k3_shape;
+using test::write_checkpoint;
 
 ConvertOptions quick(const fs::path& src, const fs::path& out, int jobs = 2) {
   ConvertOptions o;
@@ -288,7 +71,7 @@ class ConvertTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir();
-    write_checkpoint(dir_->path() / "kl-src", kl_shape());
+    write_checkpoint(dir_->path() / "kl-src", test::kimi_linear_shape());
     write_checkpoint(dir_->path() / "k3-src", k3_shape());
     convert(quick(kl_src(), dir_->path() / "kl-ref"));
   }
@@ -708,16 +491,6 @@ TEST_F(ConvertTest, TooFewTrainingVectorsIsRefused) {
   EXPECT_THROW(train_books(x, r, 1, Isa::kScalar, nullptr, "layer 1 gate"), FormatError);
 }
 
-// Every search kernel this CPU can run, scalar first (the reference).
-std::vector<std::pair<const char*, NearestFn>> runnable_kernels() {
-  std::vector<std::pair<const char*, NearestFn>> ks{{"scalar", detail::nearest_scalar}};
-  if (cpu_supports(Isa::kAvx2)) ks.emplace_back("avx2", detail::nearest_avx2);
-  if (cpu_supports(Isa::kAvx512)) ks.emplace_back("avx512", detail::nearest_avx512);
-  if (cpu_has_avx512vnni()) ks.emplace_back("vnni", detail::nearest_vnni);
-  if (cpu_has_avxvnni()) ks.emplace_back("avxvnni", detail::nearest_avxvnni);
-  return ks;
-}
-
 // Indices of every kernel for `xs` (whole groups of 8, dimension-major) against `book` (entry
 // major, values as stored); each must equal the scalar kernel's. Returns the scalar indices.
 std::vector<uint8_t> expect_kernels_agree(const std::vector<float>& book,
@@ -732,7 +505,7 @@ std::vector<uint8_t> expect_kernels_agree(const std::vector<float>& book,
   SearchBook sb = search_book(book.data(), norms.data(), E);
   const int64_t groups = (int64_t)xs.size() / 64;
   std::vector<uint8_t> ref((size_t)groups * 8);
-  for (auto [name, k] : runnable_kernels()) {
+  for (auto [name, k] : nearest_kernels()) {
     std::vector<uint8_t> got((size_t)groups * 8, 0xee);
     k(sb.view(), xs.data(), groups, got.data());
     if (k == detail::nearest_scalar)
@@ -903,68 +676,74 @@ TEST_F(ConvertTest, SearchKernelsAgreeWithScalarOnTrainedBooksAndResiduals) {
   }
 }
 
-// The AVX2 tile work must give the portable results bit for bit: the same float and double
-// operations per element in the same order (no fused multiply-adds), whatever the values.
+// Every instruction-set tile work must give the portable results bit for bit: the same float and
+// double operations per element in the same order (no fused multiply-adds), whatever the values.
 TEST_F(ConvertTest, TileOpsAgreeWithPortable) {
-  if (!cpu_supports(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  const TileOps ref = detail::tile_ops_portable(), avx = detail::tile_ops_avx2();
-  Rng r(10);
-  const int64_t cols = 40;
-  std::vector<float> w(64 * cols), amax(64), s16(64), book = stored_uniform(r, 256 * 8);
-  std::vector<float> norms(256, 1.0f);
-  for (float& v : w) v = gauss(r) * std::ldexp(1.0f, (int)r.below(60) - 30);
-  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
-                            std::numeric_limits<float>::infinity(), -0.0f, 1e-41f, 3e38f};
-  for (size_t i = 0; i < std::size(specials); i++)
-    w[(size_t)r.below((uint32_t)w.size())] = specials[i];
-  for (float& v : amax) v = std::ldexp(r.uniform(0.5f, 1.0f), (int)r.below(40) - 20);
-  amax[7] = 1e-8f;
-  for (float& v : s16) v = f16_to_f32(f32_to_f16(r.uniform(1e-4f, 2.0f)));
-  auto same = [](const void* a, const void* b, size_t n) { return std::memcmp(a, b, n) == 0; };
-  for (int E : {256, 100, 16}) {
-    SearchBook sb = search_book(book.data(), norms.data(), E);
-    for (int64_t n : {64, 63, 17, 8, 1}) {
-      const int64_t off = (int64_t)r.below(4) * 8;  // a vector position inside the rows
-      std::vector<float> a(kTileFloats, 7.0f), b(kTileFloats, -7.0f);
-      ref.load(w.data() + off, cols, n, amax.data(), a.data());
-      avx.load(w.data() + off, cols, n, amax.data(), b.data());
-      EXPECT_TRUE(same(a.data(), b.data(), a.size() * 4)) << "load, n " << n;
-      std::vector<uint8_t> ids(64);
-      for (uint8_t& i : ids) i = (uint8_t)r.below((uint32_t)E);
-      std::vector<float> sa(kTileFloats), sbv;
-      for (float& v : sa) v = r.uniform(-2, 2);
-      sbv = sa;
-      std::vector<float> a2 = a;
-      ref.apply(sb.view(), ids.data(), a.data(), sa.data());
-      avx.apply(sb.view(), ids.data(), a2.data(), sbv.data());
-      EXPECT_TRUE(same(a.data(), a2.data(), a.size() * 4)) << "apply residual, " << E << " entries";
-      EXPECT_TRUE(same(sa.data(), sbv.data(), sa.size() * 4)) << "apply sum, " << E << " entries";
-      TileError ea, eb;
-      for (int d = 0; d < 8; d++) ea.err2[d] = eb.err2[d] = 0.1 * d, ea.ref2[d] = eb.ref2[d] = d;
-      ref.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &ea);
-      avx.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &eb);
-      EXPECT_TRUE(same(ea.err2, eb.err2, sizeof ea.err2)) << "error sums, n " << n;
-      EXPECT_TRUE(same(ea.ref2, eb.ref2, sizeof ea.ref2)) << "reference sums, n " << n;
+  const std::vector<NamedTileOps> variants = tile_ops_variants();
+  if (variants.size() < 2) GTEST_SKIP() << "this CPU runs only the portable tile work";
+  const TileOps ref = variants[0].ops;
+  for (size_t k = 1; k < variants.size(); k++) {
+    SCOPED_TRACE(variants[k].name);
+    const TileOps avx = variants[k].ops;
+    Rng r(10);
+    const int64_t cols = 40;
+    std::vector<float> w(64 * cols), amax(64), s16(64), book = stored_uniform(r, 256 * 8);
+    std::vector<float> norms(256, 1.0f);
+    for (float& v : w) v = gauss(r) * std::ldexp(1.0f, (int)r.below(60) - 30);
+    const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::infinity(), -0.0f, 1e-41f, 3e38f};
+    for (size_t i = 0; i < std::size(specials); i++)
+      w[(size_t)r.below((uint32_t)w.size())] = specials[i];
+    for (float& v : amax) v = std::ldexp(r.uniform(0.5f, 1.0f), (int)r.below(40) - 20);
+    amax[7] = 1e-8f;
+    for (float& v : s16) v = f16_to_f32(f32_to_f16(r.uniform(1e-4f, 2.0f)));
+    auto same = [](const void* a, const void* b, size_t n) { return std::memcmp(a, b, n) == 0; };
+    for (int E : {256, 100, 16}) {
+      SearchBook sb = search_book(book.data(), norms.data(), E);
+      for (int64_t n : {64, 63, 17, 8, 1}) {
+        const int64_t off = (int64_t)r.below(4) * 8;  // a vector position inside the rows
+        std::vector<float> a(kTileFloats, 7.0f), b(kTileFloats, -7.0f);
+        ref.load(w.data() + off, cols, n, amax.data(), a.data());
+        avx.load(w.data() + off, cols, n, amax.data(), b.data());
+        EXPECT_TRUE(same(a.data(), b.data(), a.size() * 4)) << "load, n " << n;
+        std::vector<uint8_t> ids(64);
+        for (uint8_t& i : ids) i = (uint8_t)r.below((uint32_t)E);
+        std::vector<float> sa(kTileFloats), sbv;
+        for (float& v : sa) v = r.uniform(-2, 2);
+        sbv = sa;
+        std::vector<float> a2 = a;
+        ref.apply(sb.view(), ids.data(), a.data(), sa.data());
+        avx.apply(sb.view(), ids.data(), a2.data(), sbv.data());
+        EXPECT_TRUE(same(a.data(), a2.data(), a.size() * 4))
+            << "apply residual, " << E << " entries";
+        EXPECT_TRUE(same(sa.data(), sbv.data(), sa.size() * 4)) << "apply sum, " << E << " entries";
+        TileError ea, eb;
+        for (int d = 0; d < 8; d++) ea.err2[d] = eb.err2[d] = 0.1 * d, ea.ref2[d] = eb.ref2[d] = d;
+        ref.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &ea);
+        avx.add_error(w.data() + off, cols, n, s16.data(), sa.data(), &eb);
+        EXPECT_TRUE(same(ea.err2, eb.err2, sizeof ea.err2)) << "error sums, n " << n;
+        EXPECT_TRUE(same(ea.ref2, eb.ref2, sizeof ea.ref2)) << "reference sums, n " << n;
+      }
     }
+    // Whole encodes: the same bytes and the same error report with either tile work.
+    const int64_t rows = 100, wc = 64;
+    GaussianExpert g = gaussian_expert(r, rows, wc, 2);
+    const std::vector<float>& m = g.w;
+    const KindBooks& kb = g.books;
+    const size_t nidx = 128 * wc / 8 * 3;
+    std::vector<uint8_t> ia(nidx), ib(nidx);
+    std::vector<uint16_t> ca((size_t)rows), cb((size_t)rows);
+    EncodeError fa =
+        encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, ref, ia.data(), ca.data());
+    EncodeError fb =
+        encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, avx, ib.data(), cb.data());
+    EXPECT_EQ(ia, ib);
+    EXPECT_EQ(ca, cb);
+    EXPECT_EQ(fa.err2, fb.err2);
+    EXPECT_EQ(fa.ref2, fb.ref2);
+    EXPECT_GT(fa.relative(), 0.05);  // a real encode, not an empty one
+    EXPECT_LT(fa.relative(), 0.5);
   }
-  // Whole encodes: the same bytes and the same error report with either tile work.
-  const int64_t rows = 100, wc = 64;
-  GaussianExpert g = gaussian_expert(r, rows, wc, 2);
-  const std::vector<float>& m = g.w;
-  const KindBooks& kb = g.books;
-  const size_t nidx = 128 * wc / 8 * 3;
-  std::vector<uint8_t> ia(nidx), ib(nidx);
-  std::vector<uint16_t> ca((size_t)rows), cb((size_t)rows);
-  EncodeError fa =
-      encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, ref, ia.data(), ca.data());
-  EncodeError fb =
-      encode_matrix(m.data(), rows, wc, kb, detail::nearest_scalar, avx, ib.data(), cb.data());
-  EXPECT_EQ(ia, ib);
-  EXPECT_EQ(ca, cb);
-  EXPECT_EQ(fa.err2, fb.err2);
-  EXPECT_EQ(fa.ref2, fb.ref2);
-  EXPECT_GT(fa.relative(), 0.05);  // a real encode, not an empty one
-  EXPECT_LT(fa.relative(), 0.5);
 }
 
 // WASTE_CONVERT_BENCH=1: encode throughput at Kimi-Linear expert shape, and the error of the
@@ -1012,11 +791,11 @@ TEST(ConvertBench, EncodeThroughputAndError) {
     NearestFn k = nearest_kernel(detect_isa());
     const TileOps tile = tile_ops(detect_isa());
     if (forced) {
-      auto ks = runnable_kernels();
+      auto ks = nearest_kernels();
       auto it = std::find_if(ks.begin(), ks.end(),
-                             [&](const auto& p) { return std::string(p.first) == forced; });
+                             [&](const NearestKernel& p) { return std::string(p.name) == forced; });
       if (it == ks.end()) GTEST_SKIP() << "WASTE_VQ_KERNEL=" << forced << " cannot run here";
-      k = it->second;
+      k = it->fn;
     }
     t0 = SteadyClock::now();
     for (auto& w : experts)
@@ -1041,7 +820,7 @@ TEST(ConvertBench, EncodeThroughputAndError) {
 TEST(ConvertBench, K3ShapedLayersEndToEnd) {
   if (!std::getenv("WASTE_CONVERT_BENCH")) GTEST_SKIP() << "set WASTE_CONVERT_BENCH=1";
   test::TempDir d;
-  Shape s = k3_shape();
+  CheckpointShape s = k3_shape();
   s.hidden = 7168;
   s.latent = 3584;
   s.moe_inter = 3072;

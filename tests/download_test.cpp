@@ -37,6 +37,13 @@ namespace waste {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Marks a socket close-on-exec, so the `waste` processes the tests start hold none of the fake
+// servers' sockets (macOS has neither SOCK_CLOEXEC nor accept4, which would do it at once).
+int cloexec(int fd) {
+  if (fd >= 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return fd;
+}
 using Clock = std::chrono::steady_clock;
 
 const std::string kRepo = "acme/tiny-k3";
@@ -78,7 +85,7 @@ struct Request {
 class FakeServer {
  public:
   FakeServer() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd_ = cloexec(::socket(AF_INET, SOCK_STREAM, 0));
     int one = 1;
     setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a{};
@@ -129,7 +136,7 @@ class FakeServer {
     while (!stop_) {
       pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, 20) <= 0) continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      int c = cloexec(::accept(fd_, nullptr, nullptr));
       if (c < 0) continue;
       timeval tv{5, 0};
       setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -363,7 +370,7 @@ class TlsProxy {
   std::string url() const { return fmt::format("https://127.0.0.1:{}", port_); }
 
   static int listen_loopback(int* port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = cloexec(::socket(AF_INET, SOCK_STREAM, 0));
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -389,7 +396,7 @@ class TlsProxy {
     while (!stop_) {
       pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, 20) <= 0) continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      int c = cloexec(::accept(fd_, nullptr, nullptr));
       if (c < 0) continue;
       timeval tv{5, 0};
       setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -409,7 +416,7 @@ class TlsProxy {
       int n;
       while (req.find("\r\n\r\n") == std::string::npos && (n = SSL_read(ssl, buf, sizeof buf)) > 0)
         req.append(buf, (size_t)n);
-      int b = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      int b = cloexec(::socket(AF_INET, SOCK_STREAM, 0));
       sockaddr_in a{};
       a.sin_family = AF_INET;
       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

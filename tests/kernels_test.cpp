@@ -401,8 +401,10 @@ std::string isa_param_name(const testing::TestParamInfo<Isa>& info) {
 }
 
 using SimdTest = IsaTest;
-INSTANTIATE_TEST_SUITE_P(Simd, SimdTest, testing::Values(Isa::kAvx2, Isa::kAvx512), isa_param_name);
-INSTANTIATE_TEST_SUITE_P(All, IsaTest, testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+INSTANTIATE_TEST_SUITE_P(Simd, SimdTest, testing::Values(Isa::kAvx2, Isa::kAvx512, Isa::kNeon),
+                         isa_param_name);
+INSTANTIATE_TEST_SUITE_P(All, IsaTest,
+                         testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon),
                          isa_param_name);
 
 TEST_P(IsaTest, TableIsTheOneAskedFor) {
@@ -712,7 +714,7 @@ TEST(DetectIsa, HonoursWasteIsa) {
     ScopedIsaEnv env("bogus");
     EXPECT_THROW(detect_isa(), UsageError);
   }
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     ScopedIsaEnv env(isa_name(isa));
     if (cpu_supports(isa)) {
       EXPECT_EQ(detect_isa(), isa);
@@ -739,6 +741,7 @@ TEST(Names, IsaAndFormat) {
   EXPECT_STREQ(isa_name(Isa::kScalar), "scalar");
   EXPECT_STREQ(isa_name(Isa::kAvx2), "avx2");
   EXPECT_STREQ(isa_name(Isa::kAvx512), "avx512");
+  EXPECT_STREQ(isa_name(Isa::kNeon), "neon");
   EXPECT_STREQ(format_name(TensorFormat::kF32), "F32");
   EXPECT_STREQ(format_name(TensorFormat::kQ8G), "Q8G");
   EXPECT_STREQ(format_name(TensorFormat::kQ4G), "Q4G");

@@ -1,8 +1,13 @@
 // The platform layer (engine/base/platform.h): the cgroup rule on a fake hierarchy, direct reads,
-// the asynchronous reader and peak RSS. The readiness notification is reliability_test's: it
-// takes a daemon that loads a model.
+// the asynchronous reader, peak RSS, the CPU count, reserved files, modification times and the
+// TCP peer check. The readiness notification is reliability_test's: it takes a daemon that loads
+// a model.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/base/platform.h"
@@ -53,6 +59,88 @@ TEST(UsableMemory, ThisMachineHasSome) {
   UsableMemory m = usable_memory();
   EXPECT_GT(m.bytes, 64ull << 20);
   EXPECT_FALSE(m.source.empty());
+}
+
+TEST(ComputeCpus, AtLeastOneAndNoMoreThanTheMachineHas) {
+  const int n = compute_cpus();
+  EXPECT_GE(n, 1);
+  const int machine = (int)std::thread::hardware_concurrency();  // 0 where unknown
+  if (machine > 0) {
+    EXPECT_LE(n, machine);
+  }
+}
+
+TEST(ReserveFile, SizesTheFileAndNamesAFullDisk) {
+  test::TempDir d;
+  int fd = ::open((d / "f").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(reserve_file(fd, 3 << 20), 0);
+  struct stat st;
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 3 << 20);
+  ::close(fd);
+
+  test::SmallFilesystem disk(1 << 20, false);
+  if (!disk.ok()) GTEST_SKIP() << "this machine lets no test mount a tmpfs";
+  fd = ::open((disk / "f").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(reserve_file(fd, 4 << 20), ENOSPC);
+  ::close(fd);
+}
+
+TEST(FileMtime, ReadsNanoseconds) {
+  test::TempDir d;
+  test::write_file(d / "f", "x");
+  const int64_t ns = 1700000000123456789;
+  const timespec t[2] = {{0, UTIME_OMIT}, {(time_t)(ns / 1000000000), (long)(ns % 1000000000)}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (d / "f").c_str(), t, 0), 0);
+  EXPECT_EQ(file_mtime_ns((d / "f").string()), ns);
+  EXPECT_EQ(file_mtime_ns((d / "missing").string()), 0);
+}
+
+// A loopback connection, the server's end and the client's.
+struct TcpPair {
+  TcpPair() {
+    int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (listener < 0 || ::bind(listener, (sockaddr*)&a, sizeof a) != 0 ||
+        ::listen(listener, 1) != 0 || ::getsockname(listener, (sockaddr*)&a, &len) != 0)
+      throw std::runtime_error("cannot listen on loopback");
+    client = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (client < 0 || ::connect(client, (sockaddr*)&a, sizeof a) != 0)
+      throw std::runtime_error("cannot connect on loopback");
+    server = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+  }
+  ~TcpPair() {
+    if (client >= 0) ::close(client);
+    ::close(server);
+  }
+  TcpPair(const TcpPair&) = delete;
+  TcpPair& operator=(const TcpPair&) = delete;
+  int server = -1, client = -1;
+};
+
+// The daemon's probe of a client that stopped sending: one that only half-closed still waits for
+// its answer; one that reset the connection is gone.
+TEST(TcpPeerGone, AHalfCloseIsNotGoneAResetIs) {
+  TcpPair half;
+  EXPECT_FALSE(tcp_peer_gone(half.server));
+  ASSERT_EQ(::shutdown(half.client, SHUT_WR), 0);
+  char c;
+  ASSERT_EQ(::recv(half.server, &c, 1, 0), 0);  // the FIN has arrived
+  EXPECT_FALSE(tcp_peer_gone(half.server));
+
+  TcpPair reset;
+  linger abort_on_close{1, 0};  // close() sends a reset
+  ASSERT_EQ(
+      ::setsockopt(reset.client, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close), 0);
+  ::close(reset.client);
+  reset.client = -1;
+  EXPECT_TRUE(test::eventually([&] { return tcp_peer_gone(reset.server); }));
 }
 
 // A file of `n` bytes, byte i being i * 7 mod 251 (no period that divides the alignment).

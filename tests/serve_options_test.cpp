@@ -3,6 +3,9 @@
 // boolean flags, and refusals that name the option and where it came from.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <sstream>
+
 #include "config/serve_options.h"
 #include "engine/base/error.h"
 #include "tests/test_util.h"
@@ -113,6 +116,50 @@ TEST(ServeOptions, HelpListsEveryEngineOptionWithItsVariable) {
   for (const char* f : {"--policy WASTE_POLICY", "--io-backend WASTE_IO_BACKEND",
                         "--verify WASTE_VERIFY", "--config WASTE_CONFIG"})
     EXPECT_NE(std::find(flags.begin(), flags.end(), f), flags.end()) << f;
+}
+
+// The service files in config/ start the daemon with options it has: every flag on systemd's
+// ExecStart line and in launchd's ProgramArguments is one `waste serve` takes. And the launchd
+// file's comments hold no "--", which XML forbids there and which makes launchctl refuse it.
+TEST(ServiceFiles, StartTheDaemonWithOptionsItHas) {
+  std::set<std::string> flags;
+  for (const OptionDoc& d : serve_option_docs()) flags.insert(d.flag);
+  auto check = [&](const std::vector<std::string>& args, const std::string& file) {
+    ASSERT_GE(args.size(), 2u) << file;
+    EXPECT_EQ(args[1], "serve") << file;
+    for (const std::string& a : args) {
+      if (a.rfind("--", 0) == 0) {
+        EXPECT_TRUE(flags.count(a.substr(0, a.find('=')))) << file << ": " << a;
+      }
+    }
+  };
+
+  std::istringstream unit(test::read_file(test::source_dir() / "config/waste.service"));
+  std::vector<std::string> exec;
+  for (std::string line; std::getline(unit, line);)
+    if (line.rfind("ExecStart=", 0) == 0) {
+      std::istringstream words(line.substr(10));
+      for (std::string w; words >> w;) exec.push_back(w);
+    }
+  check(exec, "waste.service");
+
+  const std::string plist = test::read_file(test::source_dir() / "config/com.waste.server.plist");
+  const size_t from = plist.find("<key>ProgramArguments</key>");
+  ASSERT_NE(from, std::string::npos);
+  const size_t to = plist.find("</array>", from);
+  std::vector<std::string> program;
+  for (size_t at = plist.find("<string>", from); at < to; at = plist.find("<string>", at)) {
+    at += 8;
+    program.push_back(plist.substr(at, plist.find("</string>", at) - at));
+  }
+  check(program, "com.waste.server.plist");
+  for (size_t at = plist.find("<!--"); at != std::string::npos; at = plist.find("<!--", at)) {
+    const size_t end = plist.find("-->", at + 4);
+    ASSERT_NE(end, std::string::npos);
+    EXPECT_EQ(plist.substr(at + 4, end - at - 4).find("--"), std::string::npos)
+        << "a comment in com.waste.server.plist holds \"--\"";
+    at = end + 3;
+  }
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 #include "tests/test_util.h"
 
+#include "engine/base/platform.h"
 #include "prompt_templates/specials_file.h"
 #include "protocol/json/json_writer.h"
 
-#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -74,22 +74,15 @@ void write_file(const std::filesystem::path& p, const std::string& bytes) {
   if (!f) throw std::runtime_error("cannot write " + p.string());
 }
 
-SmallFilesystem::SmallFilesystem(uint64_t bytes, bool read_only) {
-  const std::string opts = "size=" + std::to_string(bytes);
-  mounted_ =
-      ::mount("tmpfs", dir_.path().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) == 0;
-  if (mounted_ && read_only)
-    mounted_ =
-        ::mount(nullptr, dir_.path().c_str(), nullptr, MS_REMOUNT | MS_RDONLY, opts.c_str()) == 0;
-}
+SmallFilesystem::SmallFilesystem(uint64_t bytes, bool read_only)
+    : mounted_(mount_scratch_tmpfs(dir_.path().string(), bytes, read_only)) {}
 
 SmallFilesystem::~SmallFilesystem() {
-  if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
+  if (mounted_) unmount_scratch_tmpfs(dir_.path().string());
 }
 
 bool SmallFilesystem::resize(uint64_t bytes) {
-  const std::string opts = "size=" + std::to_string(bytes);
-  return ::mount(nullptr, dir_.path().c_str(), nullptr, MS_REMOUNT, opts.c_str()) == 0;
+  return resize_scratch_tmpfs(dir_.path().string(), bytes);
 }
 
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {

@@ -38,8 +38,9 @@ class TempDir {
 };
 
 // A tmpfs of `bytes` mounted on a fresh folder (read-only when asked), unmounted when the object
-// goes: a full or read-only disk for the tests of every writer. ok() is false where this machine
-// lets no test mount one (not root); such tests skip, saying so.
+// goes: a full or read-only disk for the tests of every writer (through the platform layer).
+// ok() is false where this machine lets no test mount one (not root, or macOS); such tests skip,
+// saying so.
 class SmallFilesystem {
  public:
   SmallFilesystem(uint64_t bytes, bool read_only);

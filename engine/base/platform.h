@@ -15,7 +15,12 @@ namespace waste {
 
 // Direct reads bypass the page cache (O_DIRECT on Linux, F_NOCACHE on macOS): the expert cache
 // decides what stays in RAM, and the disk benchmark measures the device, not the cache. Their
-// buffers, offsets and lengths must all be multiples of this.
+// buffers, offsets and lengths must all be multiples of this: Linux refuses O_DIRECT reads not
+// aligned to the device's logical block (4096 covers every disk waste is meant for); F_NOCACHE
+// has no rule of its own, so callers keep to the same one and the same reads run on both. One
+// difference remains: F_NOCACHE stops new pages entering the cache, but pages of the file already
+// cached (it was just written, or read without F_NOCACHE) still answer, where O_DIRECT always
+// reads the device.
 constexpr size_t kDirectIoAlign = 4096;
 
 // Opens `path` read-only for direct reads, or returns -1 (errno set) where the OS or file system
@@ -78,5 +83,37 @@ uint64_t peak_rss_bytes();
 // on macOS, nothing happens. Returns what failed, or an empty string: best effort, a missing or
 // unreachable socket is not an error of the daemon's.
 std::string notify_service_manager(const std::string& state);
+
+// Whether this OS has a service manager that notify_service_manager() can tell anything
+// (Linux: systemd's protocol; macOS: launchd has none).
+bool service_manager_notifications();
+
+// How many threads the engine computes on when not told: the CPUs this process may run on (on
+// Linux its affinity mask, which taskset and cpusets narrow). On macOS only the performance
+// cores count: the thread pool splits work into equal parts, so a part on a slower efficiency
+// core would hold back every step. At least 1.
+int compute_cpus();
+
+// Sizes the new, empty file `fd` to `bytes`, reserving its blocks on disk where the file system
+// can (posix_fallocate on Linux, F_PREALLOCATE on macOS), so that a disk too small for it fails
+// now rather than midway through filling it. Returns 0, or the errno of what failed: ENOSPC when
+// the disk has no room. A file system that cannot reserve gets a plain (sparse) size instead.
+int reserve_file(int fd, uint64_t bytes);
+
+// The modification time of `path` in nanoseconds since the Unix epoch, or 0 where it cannot be
+// read.
+int64_t file_mtime_ns(const std::string& path);
+
+// Whether the OS has seen the TCP connection on socket `fd` close (the peer reset it, or both
+// sides have finished): a peer that only half-closed is still there. False while it is open and
+// where the OS cannot tell.
+bool tcp_peer_gone(int fd);
+
+// For tests of a full or read-only disk: a tmpfs of `bytes` mounted on the empty folder `dir`
+// (read-only when asked), resized, and unmounted. Each returns false where this process may not
+// do it (on Linux, without the right to mount; macOS has no tmpfs): the tests that need one skip.
+bool mount_scratch_tmpfs(const std::string& dir, uint64_t bytes, bool read_only);
+bool resize_scratch_tmpfs(const std::string& dir, uint64_t bytes);
+void unmount_scratch_tmpfs(const std::string& dir);
 
 }  // namespace waste

@@ -1,16 +1,23 @@
 // The platform layer on Linux (see platform.h).
 #include <fcntl.h>
 #include <liburing.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -125,6 +132,35 @@ uint64_t peak_rss_bytes() {
   return (uint64_t)u.ru_maxrss * 1024;  // Linux counts kibibytes
 }
 
+int compute_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return (int)std::max(1u, std::thread::hardware_concurrency());
+}
+
+int reserve_file(int fd, uint64_t bytes) {
+  const int rc = ::posix_fallocate(fd, 0, (off_t)bytes);
+  if (rc == 0 || rc == ENOSPC) return rc;
+  return ::ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;  // e.g. EOPNOTSUPP: no reserving here
+}
+
+int64_t file_mtime_ns(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+bool tcp_peer_gone(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && info.tcpi_state == TCP_CLOSE;
+}
+
+bool service_manager_notifications() {
+  return true;
+}
+
 std::string notify_service_manager(const std::string& state) {
   const char* path = std::getenv("NOTIFY_SOCKET");
   if (!path || !*path) return {};
@@ -142,6 +178,25 @@ std::string notify_service_manager(const std::string& state) {
     err = std::strerror(errno);
   ::close(fd);
   return err;
+}
+
+bool mount_scratch_tmpfs(const std::string& dir, uint64_t bytes, bool read_only) {
+  const std::string opts = "size=" + std::to_string(bytes);
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) return false;
+  if (!read_only) return true;
+  if (::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, opts.c_str()) == 0)
+    return true;
+  unmount_scratch_tmpfs(dir);
+  return false;
+}
+
+bool resize_scratch_tmpfs(const std::string& dir, uint64_t bytes) {
+  const std::string opts = "size=" + std::to_string(bytes);
+  return ::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT, opts.c_str()) == 0;
+}
+
+void unmount_scratch_tmpfs(const std::string& dir) {
+  ::umount2(dir.c_str(), MNT_DETACH);
 }
 
 }  // namespace waste

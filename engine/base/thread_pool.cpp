@@ -1,11 +1,11 @@
 #include "engine/base/thread_pool.h"
 
-#include <algorithm>
+#include "engine/base/platform.h"
 
 namespace waste {
 
 int ThreadPool::resolve(int n_threads) {
-  return n_threads > 0 ? n_threads : (int)std::max(1u, std::thread::hardware_concurrency());
+  return n_threads > 0 ? n_threads : compute_cpus();
 }
 
 ThreadPool::ThreadPool(int n_threads) {

@@ -22,6 +22,7 @@
 #include "engine/base/error.h"
 #include "engine/base/file_read.h"
 #include "engine/base/human_bytes.h"
+#include "engine/base/platform.h"
 #include "engine/base/stopwatch.h"
 #include "engine/base/thread_pool.h"
 #include "engine/convert/convert_plan.h"
@@ -474,11 +475,10 @@ void Converter::convert_layer(const ExpertLayer& l, LayerReport* rep, Progress& 
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  int rc = ::posix_fallocate(fd, 0, (off_t)bank_bytes());
-  if (rc == ENOSPC)
+  if (int rc = reserve_file(fd, (uint64_t)bank_bytes()); rc == ENOSPC)
     fail<IoError>("{}: no space for {}", tmp.string(), human_bytes((uint64_t)bank_bytes()));
-  if (rc != 0 && ::ftruncate(fd, (off_t)bank_bytes()) != 0)
-    fail<IoError>("{}: cannot size: {}", tmp.string(), std::strerror(errno));
+  else if (rc != 0)
+    fail<IoError>("{}: cannot size: {}", tmp.string(), std::strerror(rc));
 
   std::vector<double> errors((size_t)E * 3);
   std::vector<uint32_t> crcs((size_t)E);

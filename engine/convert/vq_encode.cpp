@@ -207,24 +207,6 @@ ScreenStep screen_step(const QuantBook& q, float x_max) {
 
 }  // namespace detail
 
-bool cpu_has_avx512vnni() {
-  CpuFeatures f = cpu_features();
-  return cpu_supports(Isa::kAvx512, f) && f.avx512vnni && f.avx512vbmi2;
-}
-
-bool cpu_has_avxvnni() {
-  CpuFeatures f = cpu_features();
-  return cpu_supports(Isa::kAvx2, f) && f.avxvnni;
-}
-
-NearestFn nearest_kernel(Isa isa) {
-  if (isa == Isa::kAvx512 && cpu_has_avx512vnni()) return detail::nearest_vnni;
-  if (isa == Isa::kAvx512 && cpu_supports(Isa::kAvx512)) return detail::nearest_avx512;
-  if (isa != Isa::kScalar && cpu_has_avxvnni()) return detail::nearest_avxvnni;
-  if (isa != Isa::kScalar && cpu_supports(Isa::kAvx2)) return detail::nearest_avx2;
-  return detail::nearest_scalar;
-}
-
 uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   uint64_t h = seed;
   for (uint64_t v : {a, b, c}) {

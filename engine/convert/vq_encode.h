@@ -81,20 +81,21 @@ SearchBook search_book(const float* book, const float* norms, int entries);
 // Nearest entry for 8 vectors at a time. `xs` holds n_groups groups of 8 vectors stored
 // dimension-major ([group][d][lane]); idx gets n_groups*8 indices.
 using NearestFn = void (*)(const SearchView& b, const float* xs, int64_t n_groups, uint8_t* idx);
-// The best kernel `isa` allows on this CPU (kAvx512 falls back to AVX2, then scalar). With
-// kAvx512 on a CPU with AVX512-VNNI and VBMI2 that is the integer-screened search, with kAvx2 on
-// one with AVX-VNNI its 256-bit twin: same indices, far fewer float distances.
+// The best kernel `isa` allows on this CPU. Each CPU family's file decides (vq_select_x86.cpp:
+// with kAvx512 the AVX-512 VNNI screen where the CPU has it, else AVX-512, with kAvx2 AVX-VNNI's
+// screen, else AVX2; vq_select_arm64.cpp: NEON), and every kernel returns nearest_scalar's
+// indices.
 NearestFn nearest_kernel(Isa isa);
-// Whether this CPU runs nearest_vnni (AVX-512 F/BW/VL/DQ + VNNI + VBMI2, i.e. Ice Lake, Zen 4
-// and later; Cascade Lake keeps nearest_avx512) and nearest_avxvnni (AVX2 + VEX VNNI).
-bool cpu_has_avx512vnni();
-bool cpu_has_avxvnni();
+// Every search kernel this build holds that this CPU can run, scalar first, by the names
+// WASTE_VQ_KERNEL takes in the encode bench; the tests hold each one to the scalar answer.
+struct NearestKernel {
+  const char* name;
+  NearestFn fn;
+};
+std::vector<NearestKernel> nearest_kernels();
 namespace detail {
+// The reference every other kernel must reproduce (vq_encode.cpp).
 void nearest_scalar(const SearchView&, const float*, int64_t, uint8_t*);
-void nearest_avx2(const SearchView&, const float*, int64_t, uint8_t*);
-void nearest_avx512(const SearchView&, const float*, int64_t, uint8_t*);
-void nearest_vnni(const SearchView&, const float*, int64_t, uint8_t*);
-void nearest_avxvnni(const SearchView&, const float*, int64_t, uint8_t*);
 
 // The screen's constants for one batch of vectors whose largest |x_d| is `x_max` (portable
 // code shared by both VNNI kernels; the derivation is at its definition). A vector is quantized

@@ -7,7 +7,7 @@
 // pick the same index.
 #include <immintrin.h>
 
-#include "engine/convert/vq_encode.h"
+#include "engine/convert/vq_encode_x86.h"
 
 namespace waste::detail {
 

@@ -12,7 +12,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include "engine/convert/vq_encode.h"
+#include "engine/convert/vq_encode_x86.h"
 
 namespace waste::detail {
 

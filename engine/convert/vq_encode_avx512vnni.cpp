@@ -1,21 +1,12 @@
-// The integer-screened nearest-entry search (issue 9), AVX-512 with VNNI. The exact kernels
-// spend 8 float fmas on every (vector, entry); this one first scores all entries with 8-bit
-// integers, which vpdpbusd does 64 multiply-adds at a time and exactly, and then runs the exact
-// float chain only on the few entries whose score is within a proven bound of the best one
-// (detail::screen_step derives it; about 2.3 per vector on trained books, 39% alone). Those
-// candidates are evaluated as nearest_scalar does and the first minimum in ascending order is
-// taken, so the index is the scalar one, bit for bit.
+// The integer-screened nearest-entry search (vq_screen.h) with AVX-512 VNNI: 16 entries per
+// register, the 8 vectors of a group per pass so each book load feeds 8 vectors.
 //
 // Measured (issue 9): picking through the candidates with branches cost more than scoring, as
 // their count is unpredictable. So a group's candidates are compressed into one list
 // (vpcompressb, hence VBMI2); each vector's first four take fixed lanes, where their distances
 // are computed 16 at a time from transposed rows and the minimum over a vector's four is a
 // lane-wise compare. Only the rare vector with more than four candidates (about 8%) branches.
-//
-// Per call, every 8 groups (64 vectors) share one x step: qx_d = rint(x_d * inv_step), stored
-// as qx_d + 128 because vpdpbusd's first operand is unsigned; the book holds -qc_d, and bias_c
-// (128 sum_d qc_d) removes the offset again. A batch the bound cannot cover (NaN or infinite x,
-// all zero, extreme magnitudes) takes the exact AVX-512 search instead.
+// A batch the bound cannot cover takes the exact AVX-512 search.
 // GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_* idiom
 // (GCC PR 105593, as in kernels_avx512.cpp); silenced for this file only.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -24,116 +15,15 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include "engine/convert/vq_encode.h"
+#include "engine/convert/vq_encode_x86.h"
+#include "engine/convert/vq_screen.h"
+#include "engine/convert/vq_screen_x86.h"
 
 namespace waste::detail {
 
 namespace {
 
-constexpr int kChunkGroups = 8;  // groups per x step (encode_matrix's call size)
-constexpr int kChunkVectors = kChunkGroups * 8;
-constexpr int kPerPass = 8;             // one group per pass: 8 vectors share each book load
-constexpr int32_t kPadScore = 1 << 30;  // above every threshold (screen_step's ranges)
-
-// One x step's data: what the scores start from and each vector's quantized bytes and slack.
-struct Batch {
-  alignas(64) int32_t init[256];                  // rint(|c|^2 / U) + bias_c
-  uint32_t lo[kChunkVectors], hi[kChunkVectors];  // bytes qx_d + 128 of dims 0-3 and 4-7
-  int32_t slack[kChunkVectors];
-};
-
-float hmax(__m512 v) {
-  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  v = _mm512_max_ps(v, _mm512_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_max_ps(v, _mm512_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm512_cvtss_f32(v);
-}
-
-int32_t hmin(__m512i v) {
-  v = _mm512_min_epi32(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_min_epi32(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  v = _mm512_min_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
-  v = _mm512_min_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
-  return _mm_cvtsi128_si32(_mm512_castsi512_si128(v));
-}
-
-// max |x| over n floats (a multiple of 16), NaN when any of them is NaN.
-float abs_max(const float* x, int64_t n) {
-  __m512 m = _mm512_setzero_ps();
-  __mmask16 nan = 0;
-  for (int64_t i = 0; i < n; i += 16) {
-    __m512 v = _mm512_loadu_ps(x + i);
-    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    m = _mm512_max_ps(m, _mm512_abs_ps(v));
-  }
-  return nan ? __builtin_nanf("") : hmax(m);
-}
-
-// init[c] = rint(N_c * inv_unit) + bias_c; padded entries get kPadScore.
-void fill_init(const SearchView& b, double inv_unit, int32_t* init) {
-  const __m512d s = _mm512_set1_pd(inv_unit);
-  for (int c = 0; c < b.padded; c += 8) {
-    __m512d n = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(b.norms + c)), s);
-    __m256i r = _mm512_cvt_roundpd_epi32(n, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_add_epi32(r, _mm256_loadu_si256((const __m256i*)(b.q.bias + c)));
-    _mm256_storeu_si256((__m256i*)(init + c), r);
-  }
-  for (int c = b.entries; c < b.padded; c++) init[c] = kPadScore;
-}
-
-// One group's 8 vectors: the offset bytes, transposed from [d][lane] to per-lane words by the
-// classic unpack ladder, and the slack from ||x||_1 (float sum, as screen_step assumes).
-void quantize_group(const float* x, const ScreenStep& st, uint32_t* lo, uint32_t* hi,
-                    int32_t* slack) {
-  const __m256 inv = _mm256_set1_ps(st.inv_step);
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 l1 = _mm256_setzero_ps();
-  __m128i r[8];
-  for (int d = 0; d < 8; d++) {
-    __m256 v = _mm256_loadu_ps(x + d * 8);
-    l1 = _mm256_add_ps(l1, _mm256_andnot_ps(sign, v));
-    // Rounded explicitly: the bound holds whatever MXCSR's rounding mode is.
-    __m256 p =
-        _mm256_round_ps(_mm256_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r[d] = _mm256_cvtepi32_epi8(_mm256_cvtps_epi32(p));
-  }
-  const __m128i flip = _mm_set1_epi8((char)0x80);
-  __m128i a = _mm_unpacklo_epi8(r[0], r[1]), b = _mm_unpacklo_epi8(r[2], r[3]);
-  __m128i c = _mm_unpacklo_epi8(r[4], r[5]), d = _mm_unpacklo_epi8(r[6], r[7]);
-  _mm_storeu_si128((__m128i*)lo, _mm_xor_si128(_mm_unpacklo_epi16(a, b), flip));
-  _mm_storeu_si128((__m128i*)(lo + 4), _mm_xor_si128(_mm_unpackhi_epi16(a, b), flip));
-  _mm_storeu_si128((__m128i*)hi, _mm_xor_si128(_mm_unpacklo_epi16(c, d), flip));
-  _mm_storeu_si128((__m128i*)(hi + 4), _mm_xor_si128(_mm_unpackhi_epi16(c, d), flip));
-  __m512d s =
-      _mm512_fmadd_pd(_mm512_cvtps_pd(l1), _mm512_set1_pd(st.slack_b), _mm512_set1_pd(st.slack_a));
-  __m256i up = _mm512_cvt_roundpd_epi32(s, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
-  _mm256_storeu_si256((__m256i*)slack, _mm256_add_epi32(up, _mm256_set1_epi32(1)));
-}
-
-// Integer scores of kPerPass vectors against every entry, and each vector's smallest score.
-void score(const SearchView& b, const Batch& bt, int v0, int32_t (*s)[256], int32_t* smin) {
-  __m512i lo[kPerPass], hi[kPerPass], mn[kPerPass];
-#pragma GCC unroll 8
-  for (int i = 0; i < kPerPass; i++) {
-    lo[i] = _mm512_set1_epi32((int)bt.lo[v0 + i]);
-    hi[i] = _mm512_set1_epi32((int)bt.hi[v0 + i]);
-    mn[i] = _mm512_set1_epi32(kPadScore);
-  }
-  const int8_t* q = b.q.neg;
-  for (int c = 0; c < b.padded; c += 16) {
-    __m512i init = _mm512_load_si512(bt.init + c);
-    __m512i q03 = _mm512_loadu_si512(q + c * 8), q47 = _mm512_loadu_si512(q + c * 8 + 64);
-#pragma GCC unroll 8
-    for (int i = 0; i < kPerPass; i++) {
-      __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo[i], q03), hi[i], q47);
-      mn[i] = _mm512_min_epi32(mn[i], a);
-      _mm512_store_si512(s[i] + c, a);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < kPerPass; i++) smin[i] = hmin(mn[i]);
-}
+constexpr int kGroupPass = 8;  // one group per pass: 8 vectors share each book load
 
 // Entries scoring at most `thr` of one vector, as bytes appended to e[*n..]. Compressing each
 // 64-entry mask (vpcompressb) keeps this free of branches on the data; s[] is 256 scores long,
@@ -170,8 +60,8 @@ void collect(const int32_t* s, int32_t thr, uint8_t* e, int* n) {
 // are e[start[i] .. start[i+1]). 64 bytes of room past the last, which collect's
 // whole-register stores may write.
 struct Candidates {
-  uint8_t e[kPerPass * 256 + 64];
-  int start[kPerPass + 1];
+  uint8_t e[kGroupPass * 256 + 64];
+  int start[kGroupPass + 1];
 };
 
 // The rows of 16 entries transposed: c[d] lane k = rows[e_k][d]. Loads and shuffles (an 8 x 8
@@ -223,9 +113,9 @@ struct Slots {
 };
 
 Slots slots(const Candidates& cs) {
-  alignas(32) uint32_t first[kPerPass];  // a vector's first four entries, one per byte
-  alignas(32) int32_t count[kPerPass];
-  for (int i = 0; i < kPerPass; i++) {
+  alignas(32) uint32_t first[kGroupPass];  // a vector's first four entries, one per byte
+  alignas(32) int32_t count[kGroupPass];
+  for (int i = 0; i < kGroupPass; i++) {
     __builtin_memcpy(&first[i], cs.e + cs.start[i], 4);  // bytes past the count: any value
     count[i] = cs.start[i + 1] - cs.start[i];
   }
@@ -254,8 +144,8 @@ inline void take_if_less(__m256 d, __m256i e, __m256* best, __m256i* id) {
 // nearest_scalar evaluates them; m2[d] lane i is -2x_d of vector i.
 __m256i finish_long(const SearchView& b, const Candidates& cs, unsigned more, const __m256* m2,
                     __m256 best, __m256i id) {
-  alignas(32) float bd[kPerPass], m2v[8][kPerPass];
-  alignas(32) int32_t bi[kPerPass];
+  alignas(32) float bd[kGroupPass], m2v[8][kGroupPass];
+  alignas(32) int32_t bi[kGroupPass];
   _mm256_store_ps(bd, best);
   _mm256_store_si256((__m256i*)bi, id);
   for (int d = 0; d < 8; d++) _mm256_store_ps(m2v[d], m2[d]);
@@ -276,7 +166,7 @@ __m256i finish_long(const SearchView& b, const Candidates& cs, unsigned more, co
 
 // Each vector's first float minimum among its candidates: the four slots' distances in two
 // registers, three lane-wise steps in slot order, then the rare longer lists. x is the group.
-void decide(const SearchView& b, const Candidates& cs, const float* x, uint8_t* out) {
+void decide_group(const SearchView& b, const Candidates& cs, const float* x, uint8_t* out) {
   const Slots sl = slots(cs);
   __m256 m2[8];
   __m512 m2x2[8];  // both halves: slots 0 and 1 (2 and 3) belong to the same 8 vectors
@@ -297,38 +187,47 @@ void decide(const SearchView& b, const Candidates& cs, const float* x, uint8_t* 
   _mm_storel_epi64((__m128i*)out, _mm256_cvtepi32_epi8(id));
 }
 
-void nearest_chunk(const SearchView& b, const float* xs, int64_t groups, uint8_t* idx) {
-  const ScreenStep st = screen_step(b.q, abs_max(xs, groups * 64));
-  if (!st.ok) return nearest_avx512(b, xs, groups, idx);
-  Batch bt;
-  fill_init(b, st.inv_unit, bt.init);
-  for (int64_t g = 0; g < groups; g++)
-    quantize_group(xs + g * 64, st, bt.lo + g * 8, bt.hi + g * 8, bt.slack + g * 8);
-  alignas(64) int32_t s[kPerPass][256];
-  for (int i = 0; i < kPerPass; i++)
-    for (int c = b.padded; c < 256; c++) s[i][c] = kPadScore;
-  int32_t smin[kPerPass];
-  Candidates cs;
-  for (int v = 0; v < groups * 8; v += kPerPass) {
-    score(b, bt, v, s, smin);
+struct Avx512Vnni : ScreenX86 {
+  using I = __m512i;
+  static constexpr int kLanes = 16;
+  static constexpr int kPerPass = kGroupPass;
+
+  static I set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static I load(const int32_t* p) { return _mm512_load_si512(p); }
+  static I load_book(const int8_t* p) { return _mm512_loadu_si512(p); }
+  static I dot(I acc, I u, I q) { return _mm512_dpbusd_epi32(acc, u, q); }
+  static I min(I a, I b) { return _mm512_min_epi32(a, b); }
+  static void store(int32_t* p, I v) { _mm512_store_si512(p, v); }
+  static int32_t hmin(I v) {
+    v = _mm512_min_epi32(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm512_min_epi32(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    v = _mm512_min_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+    v = _mm512_min_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+    return _mm_cvtsi128_si32(_mm512_castsi512_si128(v));
+  }
+
+  static void exact(const SearchView& b, const float* xs, int64_t groups, uint8_t* idx) {
+    nearest_avx512(b, xs, groups, idx);
+  }
+
+  // The pass's vectors are the 8 lanes of one group: one candidate list, decided together.
+  static void decide(const SearchView& b, const int32_t (*s)[256], const int32_t* thr,
+                     const float* xs, int v, uint8_t* idx) {
+    Candidates cs;
     int n = 0;
     for (int i = 0; i < kPerPass; i++) {
       cs.start[i] = n;
-      collect(s[i], smin[i] + bt.slack[v + i], cs.e, &n);
+      collect(s[i], thr[i], cs.e, &n);
     }
     cs.start[kPerPass] = n;
-    // The pass's vectors are the 8 lanes of one group.
-    decide(b, cs, xs + v / 8 * 64 + v % 8, idx + v);
+    decide_group(b, cs, xs + v / 8 * 64, idx + v);
   }
-}
+};
 
 }  // namespace
 
 void nearest_vnni(const SearchView& b, const float* xs, int64_t n_groups, uint8_t* idx) {
-  for (int64_t g = 0; g < n_groups; g += kChunkGroups) {
-    int64_t n = n_groups - g < kChunkGroups ? n_groups - g : kChunkGroups;
-    nearest_chunk(b, xs + g * 64, n, idx + g * 8);
-  }
+  nearest_screened<Avx512Vnni>(b, xs, n_groups, idx);
 }
 
 }  // namespace waste::detail

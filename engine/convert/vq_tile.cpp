@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "engine/kernels/kernels.h"
-
 namespace waste {
 
 namespace {
@@ -67,10 +65,5 @@ TileOps tile_ops_portable() {
   return {load, apply, add_error};
 }
 }  // namespace detail
-
-TileOps tile_ops(Isa isa) {
-  return isa != Isa::kScalar && cpu_supports(Isa::kAvx2) ? detail::tile_ops_avx2()
-                                                         : detail::tile_ops_portable();
-}
 
 }  // namespace waste

@@ -1,11 +1,12 @@
 // encode_matrix's work around the search, one tile at a time: the 64 rows of one vector
 // position in groups of 8, dimension-major ([group][d][lane]), the layout of the search kernels
-// and of an index block. The AVX2 versions perform the portable ones' float and double
+// and of an index block. The instruction-set versions perform the portable ones' float and double
 // operations element by element in the same order, so every result is the same bit for bit
 // (tests compare them); tile_ops picks the fastest the instruction set and CPU allow.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/convert/vq_encode.h"
 
@@ -34,12 +35,19 @@ struct TileOps {
                     TileError* te);
 };
 
-// The AVX2 versions where `isa` allows them and the CPU has AVX2, else the portable ones.
+// The fastest tile work `isa` allows on this CPU (vq_select_x86.cpp: AVX2 where the CPU has it;
+// vq_select_arm64.cpp), else the portable one.
 TileOps tile_ops(Isa isa);
+// Every tile work this build holds that this CPU can run, the portable one first; the tests
+// hold each one to the portable results.
+struct NamedTileOps {
+  const char* name;
+  TileOps ops;
+};
+std::vector<NamedTileOps> tile_ops_variants();
 
 namespace detail {
 TileOps tile_ops_portable();
-TileOps tile_ops_avx2();
 }  // namespace detail
 
 }  // namespace waste

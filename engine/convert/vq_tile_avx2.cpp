@@ -1,10 +1,10 @@
 // The tile work of vq_tile.h with 8-wide registers: a group of a tile is an 8 x 8 block, so
 // loads, entry lookups and error sums are a register transpose away from whole-row operations.
-// Built with -ffp-contract=off (engine/CMakeLists.txt): a multiply and an add fused into one
+// Built with -ffp-contract=off (the top-level CMakeLists.txt): a multiply and an add fused into one
 // fma would round once instead of twice and no longer match the portable sums.
 #include <immintrin.h>
 
-#include "engine/convert/vq_tile.h"
+#include "engine/convert/vq_encode_x86.h"
 
 namespace waste::detail {
 

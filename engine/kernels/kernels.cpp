@@ -2,7 +2,9 @@
 // instruction set; nothing here may use those instructions, so this file stays portable.
 #include "engine/kernels/kernels.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
 
 #include <cstdlib>
 #include <string>
@@ -15,11 +17,13 @@ namespace waste {
 namespace {
 
 // XGETBV without -mxsave: the register saved by the OS for AVX (bits 1,2) and AVX-512 (5,6,7).
+#if defined(__x86_64__)
 uint64_t read_xcr0() {
   uint32_t lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return ((uint64_t)hi << 32) | lo;
 }
+#endif
 
 void append(std::string* out, bool ok, std::string_view what) {
   if (ok) return;
@@ -31,6 +35,11 @@ void append(std::string* out, bool ok, std::string_view what) {
 std::string missing_features(Isa isa, const CpuFeatures& cpu) {
   std::string m;
   if (isa == Isa::kScalar) return m;
+#if defined(__aarch64__)
+  if (isa == Isa::kNeon) return m;  // TEMP: lead's placeholder until arm64ci lands detection
+#else
+  if (isa == Isa::kNeon) return "neon";
+#endif
   append(&m, cpu.avx2, "avx2");
   append(&m, cpu.fma, "fma");
   append(&m, cpu.f16c, "f16c");
@@ -61,6 +70,8 @@ const char* isa_name(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kNeon:
+      return "neon";
   }
   return "unknown";
 }
@@ -79,6 +90,9 @@ const char* format_name(TensorFormat f) {
 
 CpuFeatures cpu_features() {
   CpuFeatures f;
+#if !defined(__x86_64__)
+  return f;
+#else
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   f.fma = c & bit_FMA;
@@ -97,6 +111,7 @@ CpuFeatures cpu_features() {
   f.avx512vbmi2 = c & bit_AVX512VBMI2;
   if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = a & bit_AVXVNNI;
   return f;
+#endif
 }
 
 bool cpu_supports(Isa isa, const CpuFeatures& cpu) {
@@ -127,10 +142,15 @@ const Kernels& kernels_for(Isa isa) {
   std::string missing = missing_features(isa, cpu_features());
   if (!missing.empty()) fail<UsageError>("{} kernels: this CPU lacks {}", isa_name(isa), missing);
   switch (isa) {
-    case Isa::kAvx2:
-      return detail::avx2_kernels();
+#if defined(__x86_64__)
     case Isa::kAvx512:
       return detail::avx512_kernels();
+    case Isa::kAvx2:
+      return detail::avx2_kernels();
+#else
+    case Isa::kNeon:
+      return detail::neon_kernels();
+#endif
     default:
       return detail::scalar_kernels();
   }

@@ -10,7 +10,7 @@
 
 namespace waste {
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon };
 
 const char* isa_name(Isa isa);
 
@@ -23,7 +23,7 @@ bool cpu_supports(Isa isa);
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, os_avx = false;  // os_*: XCR0 saves the state
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, os_avx512 = false;
-  // Not part of any Isa: only the VQ encoder's integer screen uses them (vq_encode.h).
+  // Not part of any Isa: only the VQ encoder's integer screens use them (vq_select_x86.cpp).
   bool avx512vnni = false, avx512vbmi2 = false, avxvnni = false;
 };
 CpuFeatures cpu_features();
@@ -110,6 +110,7 @@ namespace detail {
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();
+const Kernels& neon_kernels();
 }  // namespace detail
 
 }  // namespace waste

@@ -1,106 +1,74 @@
-// AVX2 + FMA kernels (8 float lanes). Compiled with -mavx2 -mfma -mf16c; everything is internal
-// and the only shared inline helpers used are Matrix's integer accessors (checked: no VEX code
-// even at -O0), so no AVX2 copy of a common function can reach code that runs on older CPUs
-// through the linker's choice among duplicates. Hence the local f16 decode.
+// AVX2 + FMA kernels (8 float lanes): the vector traits kernels_body.h is written over. Compiled
+// with -mavx2 -mfma -mf16c; everything here and in the body is internal to this file (see
+// kernels_body.h).
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "engine/kernels/kernels.h"
 
 namespace waste {
-
 namespace {
 
-constexpr int kLanes = 8;
-constexpr int kRowTile = 4;          // rows sharing each x load
-constexpr int kTokenTile = 16;       // matmul tokens sharing each decoded group
-constexpr int64_t kScaleChunk = 64;  // groups whose scales are decoded at once
-constexpr int64_t kStackFloats = 8192;
+struct Avx2 {
+  using F = __m256;
+  using M = __m256i;  // all-ones in the lanes a masked load or store touches
+  static constexpr int kLanes = 8;
+  static constexpr int kDeltaVecs = 4;
 
-// Scratch floats, 32-byte aligned: on the stack when small, else on the heap.
-class Scratch {
- public:
-  explicit Scratch(int64_t n) : p_(local_) {
-    if (n > kStackFloats) p_ = (float*)std::aligned_alloc(64, (size_t)(n * 4 + 63) / 64 * 64);
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F load(const float* p) { return _mm256_load_ps(p); }
+  static F loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F v) { _mm256_store_ps(p, v); }
+  static void storeu(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+
+  static M first(int64_t n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    n = n < 0 ? 0 : n > kLanes ? kLanes : n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane);
   }
-  ~Scratch() {
-    if (p_ != local_) std::free(p_);
+  static F load_m(const float* p, M m) { return _mm256_maskload_ps(p, m); }
+  static void store_m(float* p, M m, F v) { _mm256_maskstore_ps(p, m, v); }
+  static F fma_m(F a, F b, F c, M m) {
+    return _mm256_blendv_ps(c, _mm256_fmadd_ps(a, b, c), _mm256_castsi256_ps(m));
   }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* get() { return p_; }
 
- private:
-  alignas(64) float local_[kStackFloats];
-  float* p_;
-};
-
-int64_t min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-// --- f16 scales: the exact decode of f16_to_f32 (exponent 31 stays finite, subnormals kept).
-
-float f16_scalar(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
-  if (exp == 0) {
-    float v = (float)man * (1.0f / 16777216.0f);
-    return sign ? -v : v;
+  static float hsum(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
   }
-  uint32_t b = sign | ((exp + 112) << 23) | (man << 13);
-  float f;
-  __builtin_memcpy(&f, &b, 4);
-  return f;
-}
 
-__m256 f16x8(const uint16_t* h) {
-  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)h));
-  __m256i mag = _mm256_and_si256(w, _mm256_set1_epi32(0x7fff));
-  __m256i sign = _mm256_slli_epi32(_mm256_xor_si256(w, mag), 16);
-  __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag, 13), _mm256_set1_epi32(112 << 23));
-  __m256 man = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(1023)));
-  __m256 sub = _mm256_mul_ps(man, _mm256_set1_ps(1.0f / 16777216.0f));
-  __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x400), mag);
-  __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, _mm256_castsi256_ps(is_sub));
-  return _mm256_or_ps(v, _mm256_castsi256_ps(sign));
-}
+  // Normal values by moving the exponent's bias (exponent 31 included), subnormals as
+  // mantissa * 2^-24, sign ORed back.
+  static F f16(const uint16_t* h) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)h));
+    __m256i mag = _mm256_and_si256(w, _mm256_set1_epi32(0x7fff));
+    __m256i sign = _mm256_slli_epi32(_mm256_xor_si256(w, mag), 16);
+    __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag, 13), _mm256_set1_epi32(112 << 23));
+    __m256 man = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(1023)));
+    __m256 sub = _mm256_mul_ps(man, _mm256_set1_ps(1.0f / 16777216.0f));
+    __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x400), mag);
+    __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, _mm256_castsi256_ps(is_sub));
+    return _mm256_or_ps(v, _mm256_castsi256_ps(sign));
+  }
 
-void decode_scales(const uint16_t* h, int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) _mm256_storeu_ps(out + i, f16x8(h + i));
-  for (; i < n; i++) out[i] = f16_scalar(h[i]);
-}
-
-// A fixed reduction order: matvec and matmul must reduce identically.
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// --- Quantized trunk rows. A decode step turns a run of code bytes into kVecs lane vectors of
-// exact integer-valued floats; x is rearranged once per call into a zero-padded "panel" in the
-// order the vectors come out, so the codes need only in-lane shuffles.
-
-// Q4G, 32 bytes (64 inputs) per step: nibbles are split with masks, widened by unpacking with
-// zero bytes and then with 0x4B00 words, which makes each lane the float 2^23 + code; subtracting
-// 2^23 + 8 leaves q = code - 8 exactly. Vector i, lane p holds input q4_input(i, p) of the step.
-constexpr int kQ4StepInputs = 64;
-
-int q4_input(int i, int p) {
-  int byte = 16 * (p / 4) + 4 * (i % 4) + p % 4;
-  return 2 * byte + i / 4;
-}
-
-template <int NR>
-struct Q4Codes {
-  static constexpr int kSteps = 2, kVecs = 8;
-  const uint8_t* p[NR];
-  void decode(int k, int j, __m256* f) const {
-    __m256i b = _mm256_loadu_si256((const __m256i*)(p[k] + 32 * j));
+  // Q4G, 32 bytes (64 inputs) per step: nibbles are split with masks, widened by unpacking with
+  // zero bytes and then with 0x4B00 words, which makes each lane the float 2^23 + code;
+  // subtracting 2^23 + 8 leaves q = code - 8 exactly.
+  static constexpr int kQ4StepBytes = 32, kQ4Vecs = 8;
+  static int q4_input(int i, int p) {
+    int byte = 16 * (p / 4) + 4 * (i % 4) + p % 4;
+    return 2 * byte + i / 4;
+  }
+  static void q4(const uint8_t* p, F* f) {
+    __m256i b = _mm256_loadu_si256((const __m256i*)p);
     __m256i mask = _mm256_set1_epi8(15), zero = _mm256_setzero_si256();
     __m256i magic = _mm256_set1_epi16(0x4B00);
     __m256 bias = _mm256_set1_ps(8388616.0f);  // 2^23 + 8
@@ -116,614 +84,63 @@ struct Q4Codes {
       }
     }
   }
-};
 
-// Q8G, 32 bytes (32 inputs, in order) per step: sign-extending loads and a conversion.
-template <int NR>
-struct Q8Codes {
-  static constexpr int kSteps = 4, kVecs = 4;
-  const uint8_t* p[NR];
-  void decode(int k, int j, __m256* f) const {
+  // Q8G, 32 bytes (32 inputs, in order) per step: sign-extending loads and a conversion.
+  static constexpr int kQ8StepBytes = 32, kQ8Vecs = 4;
+  static void q8(const uint8_t* p, F* f) {
 #pragma GCC unroll 4
-    for (int i = 0; i < kVecs; i++) {
-      __m128i q = _mm_loadl_epi64((const __m128i*)(p[k] + 32 * j + 8 * i));
+    for (int i = 0; i < kQ8Vecs; i++) {
+      __m128i q = _mm_loadl_epi64((const __m128i*)(p + 8 * i));
       f[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
     }
   }
-};
 
-// Q4G needs x in decode order, Q8G in input order; both zero-padded to whole groups. Callers
-// split rows across threads, so this O(cols) step runs once per row range and must stay cheap.
-void build_panel(const float* x, int64_t cols, int64_t padded, bool q4, float* panel) {
-  if (!q4) {
-    __builtin_memcpy(panel, x, (size_t)cols * 4);
-    for (int64_t c = cols; c < padded; c++) panel[c] = 0.0f;
-    return;
-  }
-  int order[kQ4StepInputs];
-  for (int i = 0; i < kQ4StepInputs; i++) order[i] = q4_input(i / kLanes, i % kLanes);
-  int64_t c0 = 0;
-  for (; c0 + kQ4StepInputs <= cols; c0 += kQ4StepInputs)
-    for (int i = 0; i < kQ4StepInputs; i++) panel[c0 + i] = x[c0 + order[i]];
-  for (; c0 < padded; c0 += kQ4StepInputs)
-    for (int i = 0; i < kQ4StepInputs; i++)
-      panel[c0 + i] = c0 + order[i] < cols ? x[c0 + order[i]] : 0.0f;
-}
-
-template <int NR, template <int> class Codes>
-void decode_group(const Codes<NR>& codes, float* out) {
-  for (int k = 0; k < NR; k++)
-    for (int j = 0; j < Codes<NR>::kSteps; j++) {
-      __m256 f[Codes<NR>::kVecs];
-      codes.decode(k, j, f);
-      for (int i = 0; i < Codes<NR>::kVecs; i++)
-        _mm256_store_ps(out + k * kQuantGroup + (j * Codes<NR>::kVecs + i) * kLanes, f[i]);
-    }
-}
-
-// The per-group partial dots of NR rows for matvec: two accumulators per row, the vectors of
-// the group alternating between them in ascending order, then one add.
-template <int NR, class Codes>
-inline __attribute__((always_inline)) void group_dots(const Codes& w, const float* xg,
-                                                      __m256* part) {
-  __m256 acc[2][NR];
-#pragma GCC unroll 8
-  for (int k = 0; k < NR; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
-#pragma GCC unroll 8
-  for (int j = 0; j < Codes::kSteps; j++) {
-#pragma GCC unroll 8
-    for (int k = 0; k < NR; k++) {
-      __m256 f[Codes::kVecs];
-      w.decode(k, j, f);
-#pragma GCC unroll 8
-      for (int i = 0; i < Codes::kVecs; i++) {
-        __m256 x = _mm256_load_ps(xg + (j * Codes::kVecs + i) * kLanes);
-        acc[i % 2][k] = _mm256_fmadd_ps(f[i], x, acc[i % 2][k]);
+  // Shuffle controls pick stage s's index of 8 rows into 32-bit lanes, and the table entries
+  // are gathered. The 8 rows' runs (8*S bytes) are loaded as two 16-byte halves at 0 and
+  // 8*S-16, so no byte past them is read.
+  template <int S>
+  struct Stages {
+    __m256i pick[S];
+    Stages() {
+      for (int s = 0; s < S; s++) {
+        alignas(32) int8_t m[32];
+        for (int i = 0; i < 32; i++) m[i] = -128;
+        for (int k = 0; k < kLanes; k++) {
+          int lane = k / 4, base = lane ? 8 * S - 16 : 0;
+          m[16 * lane + 4 * (k % 4)] = (int8_t)(k * S + s - base);
+        }
+        pick[s] = _mm256_load_si256((const __m256i*)m);
       }
     }
-  }
-#pragma GCC unroll 8
-  for (int k = 0; k < NR; k++) part[k] = _mm256_add_ps(acc[0][k], acc[1][k]);
-}
-
-// group_dots for codes decoded earlier (matmul): the loop runs vector-major, yet every
-// accumulator receives the same FMAs in the same order as in group_dots (vectors ascending,
-// parity picking the accumulator, since decode steps hold an even number of vectors), so the
-// partials are bit-identical to matvec's.
-static_assert(Q4Codes<1>::kVecs % 2 == 0 && Q8Codes<1>::kVecs % 2 == 0);
-
-template <int NR>
-inline __attribute__((always_inline)) void decoded_dots(const float* w, const float* x,
-                                                        __m256* part) {
-  __m256 acc[2][NR];
-#pragma GCC unroll 8
-  for (int k = 0; k < NR; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
-#pragma GCC unroll 16
-  for (int v = 0; v < kQuantGroup / kLanes; v++) {
-    __m256 xv = _mm256_load_ps(x + v * kLanes);
-#pragma GCC unroll 8
-    for (int k = 0; k < NR; k++)
-      acc[v % 2][k] =
-          _mm256_fmadd_ps(_mm256_load_ps(w + k * kQuantGroup + v * kLanes), xv, acc[v % 2][k]);
-  }
-#pragma GCC unroll 8
-  for (int k = 0; k < NR; k++) part[k] = _mm256_add_ps(acc[0][k], acc[1][k]);
-}
-
-template <int NR, template <int> class Codes>
-Codes<NR> codes_at(const Matrix& w, int64_t r, int64_t g) {
-  Codes<NR> c;
-  int64_t group_bytes = w.row_bytes() / w.groups();
-  for (int k = 0; k < NR; k++)
-    c.p[k] = (const uint8_t*)w.data + (r + k) * w.row_bytes() + g * group_bytes;
-  return c;
-}
-
-// Fetches the same group of the next row tile: the hardware prefetcher alone falls behind on
-// NR interleaved row streams (measured: cold Q4G matvec 5.0 -> 6.7 GB/s). Prefetches past the
-// matrix end are harmless: they never fault.
-template <class Codes>
-void prefetch_next_tile(const Codes& c, int64_t tile_bytes, int64_t group_bytes) {
-  for (const uint8_t* p : c.p)
-    for (int64_t o = 0; o < group_bytes; o += 64)
-      _mm_prefetch((const char*)((uintptr_t)p + tile_bytes + o), _MM_HINT_T0);
-}
-
-// Scales of NR rows for groups [g0, g0 + n).
-template <int NR>
-void tile_scales(const Matrix& w, int64_t r, int64_t g0, int64_t n, float (*sc)[kScaleChunk]) {
-  for (int k = 0; k < NR; k++) decode_scales(w.scales + (r + k) * w.groups() + g0, n, sc[k]);
-}
-
-template <int NR, template <int> class Codes>
-void quant_tile_matvec(const Matrix& w, const float* panel, float* y, int64_t r) {
-  __m256 acc[NR];
-  for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps();
-  float sc[NR][kScaleChunk];
-  for (int64_t g0 = 0; g0 < w.groups(); g0 += kScaleChunk) {
-    int64_t ng = min64(kScaleChunk, w.groups() - g0);
-    tile_scales<NR>(w, r, g0, ng, sc);
-    for (int64_t g = 0; g < ng; g++) {
-      Codes<NR> codes = codes_at<NR, Codes>(w, r, g0 + g);
-      prefetch_next_tile(codes, NR * w.row_bytes(), w.row_bytes() / w.groups());
-      __m256 part[NR];
-      group_dots<NR>(codes, panel + (g0 + g) * kQuantGroup, part);
-#pragma GCC unroll 8
-      for (int k = 0; k < NR; k++)
-        acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(sc[k][g]), part[k], acc[k]);
+    static __m256i load_runs(const uint8_t* p) {
+      if constexpr (S == 1) return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
+      __m128i lo = _mm_loadu_si128((const __m128i*)p);
+      __m128i hi = _mm_loadu_si128((const __m128i*)(p + 8 * S - 16));
+      return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
     }
-  }
-  for (int k = 0; k < NR; k++) y[r + k] = hsum(acc[k]);
-}
-
-// nt tokens (panels `stride` floats apart) through NR rows; outputs y[t*y_stride + r + k].
-template <int NR, template <int> class Codes>
-void quant_tile_matmul(const Matrix& w, const float* panels, int64_t stride, int nt, float* y,
-                       int64_t y_stride, int64_t r) {
-  __m256 acc[kTokenTile][NR];
-  for (int t = 0; t < nt; t++)
-    for (int k = 0; k < NR; k++) acc[t][k] = _mm256_setzero_ps();
-  alignas(32) float decoded[NR * kQuantGroup];
-  float sc[NR][kScaleChunk];
-  for (int64_t g0 = 0; g0 < w.groups(); g0 += kScaleChunk) {
-    int64_t ng = min64(kScaleChunk, w.groups() - g0);
-    tile_scales<NR>(w, r, g0, ng, sc);
-    for (int64_t g = 0; g < ng; g++) {
-      decode_group<NR, Codes>(codes_at<NR, Codes>(w, r, g0 + g), decoded);
-      const float* xg = panels + (g0 + g) * kQuantGroup;
-      for (int t = 0; t < nt; t++) {
-        __m256 part[NR];
-        decoded_dots<NR>(decoded, xg + t * stride, part);
-#pragma GCC unroll 8
-        for (int k = 0; k < NR; k++)
-          acc[t][k] = _mm256_fmadd_ps(_mm256_set1_ps(sc[k][g]), part[k], acc[t][k]);
-      }
-    }
-  }
-  for (int t = 0; t < nt; t++)
-    for (int k = 0; k < NR; k++) y[t * y_stride + r + k] = hsum(acc[t][k]);
-}
-
-template <template <int> class Codes>
-void quant_matvec(const Matrix& w, const float* panel, float* y, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + kRowTile <= r1; r += kRowTile) quant_tile_matvec<kRowTile, Codes>(w, panel, y, r);
-  for (; r < r1; r++) quant_tile_matvec<1, Codes>(w, panel, y, r);
-}
-
-template <template <int> class Codes>
-void quant_matmul(const Matrix& w, const float* panels, int64_t stride, int nt, float* y,
-                  int64_t y_stride, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + kRowTile <= r1; r += kRowTile)
-    quant_tile_matmul<kRowTile, Codes>(w, panels, stride, nt, y, y_stride, r);
-  for (; r < r1; r++) quant_tile_matmul<1, Codes>(w, panels, stride, nt, y, y_stride, r);
-}
-
-// --- F32 rows: two accumulators per row (even and odd 8-lane chunks), masked tail.
-
-__m256i tail_mask(int64_t n) {
-  __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane);
-}
-
-template <int NR>
-void f32_tile(const Matrix& w, const float* x, float* y, int64_t r) {
-  const float* row[NR];
-  __m256 a[NR], b[NR];
-  for (int k = 0; k < NR; k++) {
-    row[k] = (const float*)w.data + (r + k) * w.cols;
-    a[k] = b[k] = _mm256_setzero_ps();
-  }
-  int64_t c = 0, n = w.cols;
-  for (; c + 2 * kLanes <= n; c += 2 * kLanes) {
-    __m256 xa = _mm256_loadu_ps(x + c), xb = _mm256_loadu_ps(x + c + kLanes);
-#pragma GCC unroll 8
-    for (int k = 0; k < NR; k++) {
-      a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(row[k] + c), xa, a[k]);
-      b[k] = _mm256_fmadd_ps(_mm256_loadu_ps(row[k] + c + kLanes), xb, b[k]);
-    }
-  }
-  if (c + kLanes <= n) {
-    __m256 xa = _mm256_loadu_ps(x + c);
-    for (int k = 0; k < NR; k++) a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(row[k] + c), xa, a[k]);
-    c += kLanes;
-  }
-  if (c < n) {
-    __m256i m = tail_mask(n - c);
-    __m256 xb = _mm256_maskload_ps(x + c, m);
-    for (int k = 0; k < NR; k++)
-      b[k] = _mm256_fmadd_ps(_mm256_maskload_ps(row[k] + c, m), xb, b[k]);
-  }
-  for (int k = 0; k < NR; k++) y[r + k] = hsum(_mm256_add_ps(a[k], b[k]));
-}
-
-void f32_matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + kRowTile <= r1; r += kRowTile) f32_tile<kRowTile>(w, x, y, r);
-  for (; r < r1; r++) f32_tile<1>(w, x, y, r);
-}
-
-// --- Entry points.
-
-int64_t padded_cols(const Matrix& w) {
-  return w.groups() * kQuantGroup;
-}
-
-void matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
-  if (w.fmt == TensorFormat::kF32) return f32_matvec(w, x, y, r0, r1);
-  bool q4 = w.fmt == TensorFormat::kQ4G;
-  Scratch panel(padded_cols(w));
-  build_panel(x, w.cols, padded_cols(w), q4, panel.get());
-  if (q4) return quant_matvec<Q4Codes>(w, panel.get(), y, r0, r1);
-  quant_matvec<Q8Codes>(w, panel.get(), y, r0, r1);
-}
-
-void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
-            int64_t y_stride, int64_t r0, int64_t r1) {
-  if (w.fmt == TensorFormat::kF32) {
-    for (int64_t t = 0; t < n; t++) f32_matvec(w, x + t * x_stride, y + t * y_stride, r0, r1);
-    return;
-  }
-  bool q4 = w.fmt == TensorFormat::kQ4G;
-  int64_t stride = padded_cols(w);
-  Scratch panels(stride * kTokenTile);
-  for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-    int nt = (int)min64(kTokenTile, n - t0);
-    for (int t = 0; t < nt; t++)
-      build_panel(x + (t0 + t) * x_stride, w.cols, stride, q4, panels.get() + t * stride);
-    float* yt = y + t0 * y_stride;
-    if (q4) {
-      quant_matmul<Q4Codes>(w, panels.get(), stride, nt, yt, y_stride, r0, r1);
-    } else {
-      quant_matmul<Q8Codes>(w, panels.get(), stride, nt, yt, y_stride, r0, r1);
-    }
-  }
-}
-
-// --- VQ tables: per (position, stage) one multiply-add per dimension over all codes at once.
-
-void vq_lut(const VqBooks& books, const float* x, int64_t nv, float* lut) {
-  const int64_t e = books.entries;
-  for (int64_t v = 0; v < nv; v++) {
-    __m256 xd[kVqDim];
-    for (int d = 0; d < kVqDim; d++) xd[d] = _mm256_set1_ps(x[v * kVqDim + d]);
-    for (int s = 0; s < books.stages; s++) {
-      const float* b = books.stage[s];
-      float* out = lut + (v * books.stages + s) * e;
-      int64_t c = 0;
-      for (; c + kLanes <= e; c += kLanes) {
-        __m256 t = _mm256_mul_ps(xd[0], _mm256_loadu_ps(b + c));
-#pragma GCC unroll 8
-        for (int d = 1; d < kVqDim; d++)
-          t = _mm256_fmadd_ps(xd[d], _mm256_loadu_ps(b + d * e + c), t);
-        _mm256_storeu_ps(out + c, t);
-      }
-      if (c == e) continue;
-      __m256i m = tail_mask(e - c);
-      __m256 t = _mm256_mul_ps(xd[0], _mm256_maskload_ps(b + c, m));
-      for (int d = 1; d < kVqDim; d++)
-        t = _mm256_fmadd_ps(xd[d], _mm256_maskload_ps(b + d * e + c, m), t);
-      _mm256_maskstore_ps(out + c, m, t);
-    }
-  }
-}
-
-// --- VQ rows: a 64-row tile keeps its sums in 8 registers while the positions stream by.
-
-// Shuffle controls that pick stage s's index of 8 rows into 32-bit lanes. The 8 rows' runs
-// (8*S bytes) are loaded as two 16-byte halves at 0 and 8*S-16, so no byte past them is read.
-template <int S>
-__m256i stage_picker(int s) {
-  alignas(32) int8_t m[32];
-  for (int i = 0; i < 32; i++) m[i] = -128;
-  for (int k = 0; k < kLanes; k++) {
-    int lane = k / 4, base = lane ? 8 * S - 16 : 0;
-    m[16 * lane + 4 * (k % 4)] = (int8_t)(k * S + s - base);
-  }
-  return _mm256_load_si256((const __m256i*)m);
-}
-
-template <int S>
-__m256i load_runs(const uint8_t* p) {
-  if constexpr (S == 1) return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
-  __m128i lo = _mm_loadu_si128((const __m128i*)p);
-  __m128i hi = _mm_loadu_si128((const __m128i*)(p + 8 * S - 16));
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-}
-
-template <int S>
-void vq_tile_sums(const float* lut, int entries, const uint8_t* blk, int64_t nv, __m256* acc) {
-  __m256i pick[S];
-  for (int s = 0; s < S; s++) pick[s] = stage_picker<S>(s);
-  for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
-  for (int64_t v = 0; v < nv; v++) {
-    const uint8_t* p = blk + v * kVqRowBlock * S;
-    const float* t = lut + v * S * entries;
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-      __m256i runs = load_runs<S>(p + k * kLanes * S);
+    F sum(const float* t, int entries, const uint8_t* p) const {
+      __m256i runs = load_runs(p);
       __m256i i0 = S == 1 ? runs : _mm256_shuffle_epi8(runs, pick[0]);
-      __m256 sum = _mm256_i32gather_ps(t, i0, 4);
+      F sum = _mm256_i32gather_ps(t, i0, 4);
 #pragma GCC unroll 4
       for (int s = 1; s < S; s++)
         sum = _mm256_add_ps(
             sum, _mm256_i32gather_ps(t + s * entries, _mm256_shuffle_epi8(runs, pick[s]), 4));
-      acc[k] = _mm256_add_ps(acc[k], sum);
+      return sum;
     }
-  }
-}
-
-template <int S>
-void vq_rows_s(const float* lut, int entries, const VqMatrix& m, float* y, int64_t r0, int64_t r1) {
-  for (int64_t rb = r0; rb < r1; rb += kVqRowBlock) {
-    __m256 acc[8];
-    vq_tile_sums<S>(lut, entries, m.idx + rb * m.nv * S, m.nv, acc);
-    for (int k = 0; k < 8; k++) {
-      int64_t r = rb + k * kLanes;
-      if (r + kLanes <= r1) {
-        _mm256_storeu_ps(y + r, _mm256_mul_ps(f16x8(m.scales + r), acc[k]));
-        continue;
-      }
-      alignas(32) float sums[kLanes];
-      _mm256_store_ps(sums, acc[k]);
-      for (int i = 0; i < kLanes && r + i < r1; i++)
-        y[r + i] = f16_scalar(m.scales[r + i]) * sums[i];
-    }
-  }
-}
-
-void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float* y, int64_t r0,
-             int64_t r1) {
-  switch (stages) {
-    case 1:
-      return vq_rows_s<1>(lut, entries, m, y, r0, r1);
-    case 2:
-      return vq_rows_s<2>(lut, entries, m, y, r0, r1);
-    case 3:
-      return vq_rows_s<3>(lut, entries, m, y, r0, r1);
-    case 4:
-      return vq_rows_s<4>(lut, entries, m, y, r0, r1);
-    default:
-      return detail::scalar_kernels().vq_rows(lut, stages, entries, m, y, r0, r1);
-  }
-}
-
-// --- VQ rows for many tokens: one token per lane, so every lane repeats vq_lut's and vq_rows'
-// operations for its own token. Few rows: each (row, position, stage) entry is computed in
-// place, kRowTile rows sharing each load of the tokens' inputs; many rows: a table per position.
-
-// Rows [r, r + R) for the kLanes tokens of `xt` ([position][lane]); `lanes` of them are real.
-template <int S, int R>
-void token_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_t r, float* y,
-                int64_t y_stride, int64_t lanes) {
-  const int64_t e = books.entries;
-  __m256 acc[R];
-  const uint8_t* run[R];
-  for (int i = 0; i < R; i++) {
-    acc[i] = _mm256_setzero_ps();
-    run[i] = m.idx + ((r + i) / kVqRowBlock) * m.nv * kVqRowBlock * S + ((r + i) % kVqRowBlock) * S;
-  }
-  for (int64_t v = 0; v < m.nv; v++) {
-    __m256 xd[kVqDim];
-    for (int d = 0; d < kVqDim; d++) xd[d] = _mm256_load_ps(xt + (v * kVqDim + d) * kLanes);
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) {
-      const uint8_t* idx = run[i] + v * kVqRowBlock * S;
-      __m256 sum = _mm256_setzero_ps();
-#pragma GCC unroll 4
-      for (int s = 0; s < S; s++) {
-        const float* b = books.stage[s] + idx[s];
-        __m256 dot = _mm256_mul_ps(xd[0], _mm256_set1_ps(b[0]));
-#pragma GCC unroll 8
-        for (int d = 1; d < kVqDim; d++)
-          dot = _mm256_fmadd_ps(xd[d], _mm256_set1_ps(b[d * e]), dot);
-        sum = s == 0 ? dot : _mm256_add_ps(sum, dot);
-      }
-      acc[i] = _mm256_add_ps(acc[i], sum);
-    }
-  }
-  for (int i = 0; i < R; i++) {
-    alignas(64) float out[kLanes];
-    _mm256_store_ps(out, _mm256_mul_ps(_mm256_set1_ps(f16_scalar(m.scales[r + i])), acc[i]));
-    for (int64_t l = 0; l < lanes; l++) y[l * y_stride + r + i] = out[l];
-  }
-}
-
-// Many rows: each position's table for the kLanes tokens (one vector per code, built with
-// vq_lut's operations) is made once and shared by every row of [r0, r1), as vq_lut's table is
-// for one token; `acc` holds each row's running sums between positions.
-template <int S>
-void table_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_t r0, int64_t r1,
-                float* lut, float* acc, float* y, int64_t y_stride, int64_t lanes) {
-  const int64_t e = books.entries;
-  for (int64_t r = r0; r < r1; r++) _mm256_store_ps(acc + (r - r0) * kLanes, _mm256_setzero_ps());
-  for (int64_t v = 0; v < m.nv; v++) {
-    __m256 xd[kVqDim];
-    for (int d = 0; d < kVqDim; d++) xd[d] = _mm256_load_ps(xt + (v * kVqDim + d) * kLanes);
-    for (int s = 0; s < S; s++) {
-      const float* b = books.stage[s];
-      float* out = lut + s * e * kLanes;
-      for (int64_t c = 0; c < e; c++) {
-        __m256 t = _mm256_mul_ps(xd[0], _mm256_set1_ps(b[c]));
-#pragma GCC unroll 8
-        for (int d = 1; d < kVqDim; d++)
-          t = _mm256_fmadd_ps(xd[d], _mm256_set1_ps(b[d * e + c]), t);
-        _mm256_store_ps(out + c * kLanes, t);
-      }
-    }
-    // Row by row within each 64-row block, whose codes for position v are one contiguous run.
-    for (int64_t rb = r0 / kVqRowBlock * kVqRowBlock; rb < r1; rb += kVqRowBlock) {
-      const int64_t first = rb > r0 ? rb : r0, last = min64(r1, rb + kVqRowBlock);
-      const uint8_t* idx = m.idx + (rb * m.nv + v * kVqRowBlock + (first - rb)) * S;
-      float* a = acc + (first - r0) * kLanes;
-      for (int64_t r = first; r < last; r++, idx += S, a += kLanes) {
-        __m256 sum = _mm256_load_ps(lut + idx[0] * kLanes);
-#pragma GCC unroll 4
-        for (int s = 1; s < S; s++)
-          sum = _mm256_add_ps(sum, _mm256_load_ps(lut + (s * e + idx[s]) * kLanes));
-        _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), sum));
-      }
-    }
-  }
-  for (int64_t r = r0; r < r1; r++) {
-    alignas(64) float out[kLanes];
-    _mm256_store_ps(out, _mm256_mul_ps(_mm256_set1_ps(f16_scalar(m.scales[r])),
-                                       _mm256_load_ps(acc + (r - r0) * kLanes)));
-    for (int64_t l = 0; l < lanes; l++) y[l * y_stride + r] = out[l];
-  }
-}
-
-template <int S>
-void vq_rows_tokens_s(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
-                      const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
-  const int64_t width = m.nv * kVqDim;
-  Scratch scratch(width * kLanes);
-  float* xt = scratch.get();
-  // Building a position's table costs S * entries vectors: worth it once a call has a quarter
-  // as many rows.
-  const bool tables = (r1 - r0) * 4 >= (int64_t)S * books.entries;
-  Scratch lut(tables ? (int64_t)S * books.entries * kLanes : 0);
-  Scratch acc(tables ? (r1 - r0) * kLanes : 0);
-  for (int64_t t0 = 0; t0 < n; t0 += kLanes) {
-    const int64_t lanes = min64(kLanes, n - t0);
-    for (int64_t c = 0; c < width; c++)
-      for (int64_t l = 0; l < kLanes; l++)
-        xt[c * kLanes + l] = l < lanes ? x[(t0 + l) * x_stride + c] : 0.0f;
-    float* yt = y + t0 * y_stride;
-    if (tables) {
-      table_rows<S>(books, xt, m, r0, r1, lut.get(), acc.get(), yt, y_stride, lanes);
-      continue;
-    }
-    int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile)
-      token_rows<S, kRowTile>(books, xt, m, r, yt, y_stride, lanes);
-    for (; r < r1; r++) token_rows<S, 1>(books, xt, m, r, yt, y_stride, lanes);
-  }
-}
-
-void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
-                    const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
-  switch (books.stages) {
-    case 1:
-      return vq_rows_tokens_s<1>(books, x, n, x_stride, m, y, y_stride, r0, r1);
-    case 2:
-      return vq_rows_tokens_s<2>(books, x, n, x_stride, m, y, y_stride, r0, r1);
-    case 3:
-      return vq_rows_tokens_s<3>(books, x, n, x_stride, m, y, y_stride, r0, r1);
-    case 4:
-      return vq_rows_tokens_s<4>(books, x, n, x_stride, m, y, y_stride, r0, r1);
-    default:
-      return detail::scalar_kernels().vq_rows_tokens(books, x, n, x_stride, m, y, y_stride, r0, r1);
-  }
-}
-
-// --- Attention: scores and weighted sums of cache rows, in the orders kernels.h defines (the
-// scalar reference's 16 lanes as two vectors), four keys at a time so the dependent adds of one
-// key overlap others'.
-
-// fma on the lanes `m` selects; the others keep acc.
-__m256 masked_fma(__m256 a, __m256 b, __m256 acc, __m256i m) {
-  return _mm256_blendv_ps(acc, _mm256_fmadd_ps(a, b, acc), _mm256_castsi256_ps(m));
-}
-
-template <int NK>
-void dots_group(const float* q, const float* k, int64_t stride, int64_t len, float scale,
-                float* out) {
-  __m256 lo[NK], hi[NK];
-  for (int i = 0; i < NK; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 2 * kLanes <= len; j += 2 * kLanes) {
-    __m256 q0 = _mm256_loadu_ps(q + j), q1 = _mm256_loadu_ps(q + j + kLanes);
-    for (int i = 0; i < NK; i++) {
-      lo[i] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k + i * stride + j), lo[i]);
-      hi[i] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k + i * stride + j + kLanes), hi[i]);
-    }
-  }
-  if (j < len) {  // masked-off lanes keep their sums
-    const __m256i m0 = tail_mask(len - j), m1 = tail_mask(len - j - kLanes);
-    __m256 q0 = _mm256_maskload_ps(q + j, m0), q1 = _mm256_maskload_ps(q + j + kLanes, m1);
-    for (int i = 0; i < NK; i++) {
-      lo[i] = masked_fma(q0, _mm256_maskload_ps(k + i * stride + j, m0), lo[i], m0);
-      hi[i] = masked_fma(q1, _mm256_maskload_ps(k + i * stride + j + kLanes, m1), hi[i], m1);
-    }
-  }
-  for (int i = 0; i < NK; i++) out[i] = hsum(_mm256_add_ps(lo[i], hi[i])) * scale;
-}
-
-void dots(const float* q, const float* keys, int64_t n, int64_t stride, int64_t len, float scale,
-          float* out) {
-  int64_t s = 0;
-  for (; s + 4 <= n; s += 4) dots_group<4>(q, keys + s * stride, stride, len, scale, out + s);
-  for (; s < n; s++) dots_group<1>(q, keys + s * stride, stride, len, scale, out + s);
-}
-
-// Eight vectors of `out` stay in registers while every row adds into them.
-void axpys(const float* a, const float* rows, int64_t n, int64_t stride, int64_t len, float* out) {
-  constexpr int64_t kSpan = 8 * kLanes;
-  for (int64_t j0 = 0; j0 < len; j0 += kSpan) {
-    __m256i m[8];
-    __m256 o[8];
-    for (int v = 0; v < 8; v++) {
-      m[v] = tail_mask(len - j0 - v * kLanes);
-      o[v] = _mm256_maskload_ps(out + j0 + v * kLanes, m[v]);
-    }
-    for (int64_t s = 0; s < n; s++) {
-      const __m256 as = _mm256_set1_ps(a[s]);
-      const float* r = rows + s * stride + j0;
-      for (int v = 0; v < 8; v++)
-        o[v] = _mm256_fmadd_ps(as, _mm256_maskload_ps(r + v * kLanes, m[v]), o[v]);
-    }
-    for (int v = 0; v < 8; v++) _mm256_maskstore_ps(out + j0 + v * kLanes, m[v], o[v]);
-  }
-}
-
-// Columns in spans of four vectors: a span's p and o stay in registers through both passes.
-void delta_rule(float* S, const float* q, const float* k, const float* v, const float* decay,
-                float beta, int64_t d, float* o) {
-  constexpr int64_t kSpan = 4 * kLanes;
-  for (int64_t j0 = 0; j0 < d; j0 += kSpan) {
-    __m256i m[4];
-    __m256 p[4], acc[4];
-    for (int u = 0; u < 4; u++) {
-      m[u] = tail_mask(d - j0 - u * kLanes);
-      p[u] = acc[u] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < d; i++) {
-      const __m256 di = _mm256_set1_ps(decay[i]), ki = _mm256_set1_ps(k[i]);
-      float* row = S + i * d + j0;
-      for (int u = 0; u < 4; u++) {
-        const __m256 s = _mm256_mul_ps(_mm256_maskload_ps(row + u * kLanes, m[u]), di);
-        _mm256_maskstore_ps(row + u * kLanes, m[u], s);
-        p[u] = _mm256_fmadd_ps(s, ki, p[u]);
-      }
-    }
-    const __m256 b = _mm256_set1_ps(beta);
-    for (int u = 0; u < 4; u++)
-      p[u] = _mm256_mul_ps(b, _mm256_sub_ps(_mm256_maskload_ps(v + j0 + u * kLanes, m[u]), p[u]));
-    for (int64_t i = 0; i < d; i++) {
-      const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
-      float* row = S + i * d + j0;
-      for (int u = 0; u < 4; u++) {
-        const __m256 s = _mm256_fmadd_ps(ki, p[u], _mm256_maskload_ps(row + u * kLanes, m[u]));
-        _mm256_maskstore_ps(row + u * kLanes, m[u], s);
-        acc[u] = _mm256_fmadd_ps(s, qi, acc[u]);
-      }
-    }
-    for (int u = 0; u < 4; u++) _mm256_maskstore_ps(o + j0 + u * kLanes, m[u], acc[u]);
-  }
-}
+  };
+};
 
 }  // namespace
+}  // namespace waste
 
-namespace detail {
+#include "engine/kernels/kernels_body.h"
+
+namespace waste::detail {
 
 const Kernels& avx2_kernels() {
-  static constexpr Kernels k{Isa::kAvx2,     matvec, matmul, vq_lut,    vq_rows,
-                             vq_rows_tokens, dots,   axpys,  delta_rule};
+  static constexpr Kernels k = Body<Avx2>::table(Isa::kAvx2);
   return k;
 }
 
-}  // namespace detail
-
-}  // namespace waste
+}  // namespace waste::detail

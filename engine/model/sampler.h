@@ -23,7 +23,8 @@
 // they count the bias, the penalties and the constraint mask but not top-k, top-p or min-p.
 // Reporting never changes which id is drawn.
 // Terms below e^-86 of the most likely token's weight count as zero probability. A seed gives the
-// same tokens on every x86-64 machine: the SSE2 and AVX2 code paths compute the same bits.
+// same tokens on every machine, x86-64 or arm64: every vector table computes the same bits
+// (sampler_lanes.h).
 #pragma once
 
 #include <cstdint>

@@ -7,10 +7,7 @@
 #include "engine/base/error.h"
 
 // The chessboard composite must round like numpy's float32 arithmetic; a fused multiply-add
-// would change some results (docs/VISION.md §4.5).
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
+// would change some results (docs/VISION.md §4.5), which the build's -ffp-contract=off prevents.
 
 namespace waste {
 namespace {
@@ -185,11 +182,7 @@ std::vector<uint8_t> resize_premultiplied(std::vector<uint8_t> px, int w, int h,
   return out;
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("fp-contract=off")))
-#endif
-uint8_t
-composite(uint8_t c, uint8_t a, uint8_t bg) {
+uint8_t composite(uint8_t c, uint8_t a, uint8_t bg) {
   float alpha = (float)a / 255.0f;
   float over = alpha * (float)c;
   float under = (1.0f - alpha) * (float)bg;

@@ -3,6 +3,7 @@
 // with every expert resident).
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -120,6 +121,8 @@ K3Extrapolation extrapolate_k3(const ModelConfig& c, const std::vector<double>& 
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
+  for (int i = 2; i < argc; i++)
+    if (std::string_view(argv[i]) == "--kernels") return cmd_bench_kernels(argc, argv);
   Args a(argc, argv, 2, model_valued_flags({"--tokens", "--prompt-tokens", "--disk-reads"}),
          model_boolean_flags({"--json", "--no-resident"}));
   if (a.positional().size() != 1) throw UsageFailure{"expected exactly one MODEL path"};

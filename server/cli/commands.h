@@ -15,6 +15,7 @@ int cmd_eval(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_cachesim(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_bench_kernels(int argc, char** argv);  // `bench --kernels`, called by cmd_bench
 int cmd_serve(int argc, char** argv);
 int cmd_health(int argc, char** argv);
 int cmd_chat(int argc, char** argv);

@@ -32,6 +32,27 @@ namespace {
 // did not load; 2: a bad command line).
 constexpr int kExitCut = 3;
 
+// The name of each signal the daemon waits for, without "SIG" (glibc's sigabbrev_np, which macOS
+// lacks).
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM:
+      return "TERM";
+    case SIGINT:
+      return "INT";
+    case SIGQUIT:
+      return "QUIT";
+    case SIGHUP:
+      return "HUP";
+    case SIGUSR1:
+      return "USR1";
+    case SIGUSR2:
+      return "USR2";
+    default:
+      return "?";
+  }
+}
+
 // Waits for SIGTERM, SIGINT or SIGQUIT; the others are logged and ignored. Returns the grace a
 // running reply gets: none after SIGQUIT, which asks for a quick stop.
 std::chrono::milliseconds wait_for_stop(const sigset_t& signals, std::chrono::seconds grace) {
@@ -40,12 +61,12 @@ std::chrono::milliseconds wait_for_stop(const sigset_t& signals, std::chrono::se
     sigwait(&signals, &sig);
     if (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2) {
       spdlog::info("SIG{}: ignored (waste reloads nothing; restart it to change its options)",
-                   sigabbrev_np(sig));
+                   signal_name(sig));
       continue;
     }
     if (sig == SIGQUIT) grace = std::chrono::seconds(0);
     spdlog::info("SIG{}: stopping: no new requests; a running reply has {} s to finish",
-                 sigabbrev_np(sig), grace.count());
+                 signal_name(sig), grace.count());
     return grace;
   }
 }

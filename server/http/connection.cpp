@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -12,6 +10,8 @@
 #include <cctype>
 #include <ctime>
 #include <string_view>
+
+#include "engine/base/platform.h"
 
 namespace waste::http::detail {
 
@@ -645,10 +645,7 @@ void Connection::probe_peer() {
   probe_timer_.expires_after(kProbeInterval);
   probe_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (ec || self->phase_ != Phase::kResponding) return;
-    tcp_info info{};
-    socklen_t len = sizeof info;
-    if (::getsockopt(self->socket_.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
-        info.tcpi_state == TCP_CLOSE) {
+    if (tcp_peer_gone(self->socket_.native_handle())) {
       self->log_request("client left");
       return self->close_now();
     }

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/base/error.h"
+#include "engine/base/platform.h"
 
 namespace waste {
 namespace {
@@ -19,12 +20,6 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-int64_t mtime_ns(const fs::path& p) {
-  struct stat st;
-  if (::stat(p.c_str(), &st) != 0) return 0;
-  return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 }
 
 void set_mtime(const fs::path& p, int64_t ns) {
@@ -176,7 +171,7 @@ bool DiskPrefixCache::scan() {
       for (const RowSegment& g : info.segments)
         if (!rows_.count(g.file_name()))
           fail("{}: its row segment {} is missing", p.string(), g.file_name());
-      add_snap(info, fs::file_size(p), mtime_ns(p));
+      add_snap(info, fs::file_size(p), file_mtime_ns(p.string()));
     } catch (const std::exception& e) {
       spdlog::warn("prompt cache: skipping {}", e.what());
       stats_.skipped_files++;

@@ -1,0 +1,678 @@
+// The SIMD kernels, written once over a vector-traits type V and instantiated by each
+// instruction set's file (kernels_avx2.cpp, kernels_avx512.cpp, kernels_neon.cpp), which defines
+// V and includes this header. V supplies the lane width, float arithmetic and the few steps whose
+// best form differs per instruction set: exact f16 decode, turning Q4G/Q8G code bytes into
+// floats, and gathering a VQ table's entries for consecutive rows. Everything else, including
+// every reduction order the contracts in kernels.h fix, is here.
+//
+// Everything is in an anonymous namespace on purpose: each including file compiles its own copy
+// with its own instruction-set flags, and no copy may be visible to the linker, which could
+// otherwise pick an AVX-512 build of a shared helper for code that runs on an older CPU.
+//
+// What V provides (F: a vector of V::kLanes floats; M: a lane mask made by first()):
+//   zero, set1, load (aligned), loadu, store (aligned), storeu, add, sub, mul,
+//   fma(a, b, c) = a * b + c rounded once,
+//   first(n): lanes [0, n) (n may be <= 0 or >= kLanes); load_m, store_m touch only those lanes,
+//   fma_m(a, b, c, m): fma on m's lanes, c elsewhere,
+//   hsum(v): lanes l and l + kLanes/2 added, then l and l + kLanes/4, ... down to one,
+//   f16(h): kLanes f16 values decoded exactly as f16_to_f32 does (subnormals kept, exponent 31
+//     finite),
+//   q4: kQ4StepBytes of Q4G codes -> kQ4Vecs vectors; lane p of vector i holds input
+//     q4_input(i, p) of the step, as the float code - 8,
+//   q8: kQ8StepBytes of Q8G codes -> kQ8Vecs vectors in input order,
+//   Stages<S>: sum(table, entries, runs) gives, for kLanes consecutive rows whose S stage
+//     indices lie at runs[row * S + s], table[idx_0] + table[entries + idx_1] + ... left to right,
+//   kDeltaVecs: vectors per column span in delta_rule (registers permitting).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/kernels/kernels.h"
+
+namespace waste {
+namespace {
+
+constexpr int kRowTile = 4;          // rows sharing each x load
+constexpr int kTokenTile = 16;       // matmul tokens sharing each decoded group
+constexpr int64_t kScaleChunk = 64;  // groups whose scales are decoded at once
+constexpr int64_t kStackFloats = 8192;
+
+// Scratch floats, 64-byte aligned: on the stack when small, else on the heap.
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) : p_(local_) {
+    if (n > kStackFloats) p_ = (float*)std::aligned_alloc(64, (size_t)(n * 4 + 63) / 64 * 64);
+  }
+  ~Scratch() {
+    if (p_ != local_) std::free(p_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* get() { return p_; }
+
+ private:
+  alignas(64) float local_[kStackFloats];
+  float* p_;
+};
+
+int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+// The exact decode of f16_to_f32 (exponent 31 stays finite, subnormals kept), local so that no
+// shared inline function is compiled with this file's flags.
+float f16_scalar(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
+  if (exp == 0) {
+    float v = (float)man * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  uint32_t b = sign | ((exp + 112) << 23) | (man << 13);
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+template <class V>
+struct Body {
+  using F = typename V::F;
+  static constexpr int kLanes = V::kLanes;
+
+  static void decode_scales(const uint16_t* h, int64_t n, float* out) {
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) V::storeu(out + i, V::f16(h + i));
+    for (; i < n; i++) out[i] = f16_scalar(h[i]);
+  }
+
+  // --- Quantized trunk rows. A decode step turns a run of code bytes into kVecs lane vectors
+  // of exact integer-valued floats; x is rearranged once per call into a zero-padded "panel" in
+  // the order the vectors come out, so the codes need only in-lane work.
+
+  struct Q4 {
+    static constexpr int kSteps = (int)(kQuantGroup / 2 / V::kQ4StepBytes), kVecs = V::kQ4Vecs;
+    static constexpr int kStepInputs = 2 * V::kQ4StepBytes;
+    static void decode(const uint8_t* p, int j, F* f) { V::q4(p + j * V::kQ4StepBytes, f); }
+  };
+  struct Q8 {
+    static constexpr int kSteps = (int)(kQuantGroup / V::kQ8StepBytes), kVecs = V::kQ8Vecs;
+    static void decode(const uint8_t* p, int j, F* f) { V::q8(p + j * V::kQ8StepBytes, f); }
+  };
+  static_assert(Q4::kVecs * kLanes == Q4::kStepInputs && Q8::kVecs * kLanes == V::kQ8StepBytes);
+  // matmul's decoded_dots relies on it: see there.
+  static_assert(Q4::kVecs % 2 == 0 && Q8::kVecs % 2 == 0);
+
+  // Q4G needs x in decode order, Q8G in input order; both zero-padded to whole groups. Callers
+  // split rows across threads, so this O(cols) step runs once per row range and must stay cheap.
+  static void build_panel(const float* x, int64_t cols, int64_t padded, bool q4, float* panel) {
+    if (!q4) {
+      std::memcpy(panel, x, (size_t)cols * 4);
+      for (int64_t c = cols; c < padded; c++) panel[c] = 0.0f;
+      return;
+    }
+    constexpr int kStep = Q4::kStepInputs;
+    int order[kStep];
+    for (int i = 0; i < kStep; i++) order[i] = V::q4_input(i / kLanes, i % kLanes);
+    int64_t c0 = 0;
+    for (; c0 + kStep <= cols; c0 += kStep)
+      for (int i = 0; i < kStep; i++) panel[c0 + i] = x[c0 + order[i]];
+    for (; c0 < padded; c0 += kStep)
+      for (int i = 0; i < kStep; i++)
+        panel[c0 + i] = c0 + order[i] < cols ? x[c0 + order[i]] : 0.0f;
+  }
+
+  // Code pointers of NR rows at one group.
+  template <int NR>
+  struct Rows {
+    const uint8_t* p[NR];
+  };
+
+  template <int NR>
+  static Rows<NR> rows_at(const Matrix& w, int64_t r, int64_t g) {
+    Rows<NR> c;
+    int64_t group_bytes = w.row_bytes() / w.groups();
+    for (int k = 0; k < NR; k++)
+      c.p[k] = (const uint8_t*)w.data + (r + k) * w.row_bytes() + g * group_bytes;
+    return c;
+  }
+
+  template <int NR, class Codes>
+  static void decode_group(const Rows<NR>& rows, float* out) {
+    for (int k = 0; k < NR; k++)
+      for (int j = 0; j < Codes::kSteps; j++) {
+        F f[Codes::kVecs];
+        Codes::decode(rows.p[k], j, f);
+        for (int i = 0; i < Codes::kVecs; i++)
+          V::store(out + k * kQuantGroup + (j * Codes::kVecs + i) * kLanes, f[i]);
+      }
+  }
+
+  // The per-group partial dots of NR rows for matvec: two accumulators per row, the vectors of
+  // the group alternating between them in ascending order, then one add.
+  template <int NR, class Codes>
+  static inline __attribute__((always_inline)) void group_dots(const Rows<NR>& w, const float* xg,
+                                                               F* part) {
+    F acc[2][NR];
+#pragma GCC unroll 8
+    for (int k = 0; k < NR; k++) acc[0][k] = acc[1][k] = V::zero();
+#pragma GCC unroll 8
+    for (int j = 0; j < Codes::kSteps; j++) {
+#pragma GCC unroll 8
+      for (int k = 0; k < NR; k++) {
+        F f[Codes::kVecs];
+        Codes::decode(w.p[k], j, f);
+#pragma GCC unroll 8
+        for (int i = 0; i < Codes::kVecs; i++) {
+          F x = V::load(xg + (j * Codes::kVecs + i) * kLanes);
+          acc[i % 2][k] = V::fma(f[i], x, acc[i % 2][k]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < NR; k++) part[k] = V::add(acc[0][k], acc[1][k]);
+  }
+
+  // group_dots for codes decoded earlier (matmul): the loop runs vector-major, yet every
+  // accumulator receives the same FMAs in the same order as in group_dots (vectors ascending,
+  // parity picking the accumulator, since decode steps hold an even number of vectors), so the
+  // partials are bit-identical to matvec's.
+  template <int NR>
+  static inline __attribute__((always_inline)) void decoded_dots(const float* w, const float* x,
+                                                                 F* part) {
+    F acc[2][NR];
+#pragma GCC unroll 8
+    for (int k = 0; k < NR; k++) acc[0][k] = acc[1][k] = V::zero();
+#pragma GCC unroll 32
+    for (int v = 0; v < kQuantGroup / kLanes; v++) {
+      F xv = V::load(x + v * kLanes);
+#pragma GCC unroll 8
+      for (int k = 0; k < NR; k++)
+        acc[v % 2][k] = V::fma(V::load(w + k * kQuantGroup + v * kLanes), xv, acc[v % 2][k]);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < NR; k++) part[k] = V::add(acc[0][k], acc[1][k]);
+  }
+
+  // Fetches the same group of the next row tile: the hardware prefetcher alone falls behind on
+  // NR interleaved row streams (measured on AVX2: cold Q4G matvec 5.0 -> 6.7 GB/s). Prefetches
+  // past the matrix end are harmless: they never fault.
+  template <int NR>
+  static void prefetch_next_tile(const Rows<NR>& c, int64_t tile_bytes, int64_t group_bytes) {
+    for (const uint8_t* p : c.p)
+      for (int64_t o = 0; o < group_bytes; o += 64) __builtin_prefetch(p + tile_bytes + o, 0, 3);
+  }
+
+  // Scales of NR rows for groups [g0, g0 + n).
+  template <int NR>
+  static void tile_scales(const Matrix& w, int64_t r, int64_t g0, int64_t n,
+                          float (*sc)[kScaleChunk]) {
+    for (int k = 0; k < NR; k++) decode_scales(w.scales + (r + k) * w.groups() + g0, n, sc[k]);
+  }
+
+  template <int NR, class Codes>
+  static void quant_tile_matvec(const Matrix& w, const float* panel, float* y, int64_t r) {
+    F acc[NR];
+    for (int k = 0; k < NR; k++) acc[k] = V::zero();
+    float sc[NR][kScaleChunk];
+    for (int64_t g0 = 0; g0 < w.groups(); g0 += kScaleChunk) {
+      int64_t ng = min64(kScaleChunk, w.groups() - g0);
+      tile_scales<NR>(w, r, g0, ng, sc);
+      for (int64_t g = 0; g < ng; g++) {
+        Rows<NR> rows = rows_at<NR>(w, r, g0 + g);
+        prefetch_next_tile(rows, NR * w.row_bytes(), w.row_bytes() / w.groups());
+        F part[NR];
+        group_dots<NR, Codes>(rows, panel + (g0 + g) * kQuantGroup, part);
+#pragma GCC unroll 8
+        for (int k = 0; k < NR; k++) acc[k] = V::fma(V::set1(sc[k][g]), part[k], acc[k]);
+      }
+    }
+    for (int k = 0; k < NR; k++) y[r + k] = V::hsum(acc[k]);
+  }
+
+  // nt tokens (panels `stride` floats apart) through NR rows; outputs y[t*y_stride + r + k].
+  // Kept out of line: inlined into matmul beside its other instantiation, GCC spills more
+  // (measured on AVX-512 Q4G: 0.55 -> 0.35 ms per token of a 2048 x 7168 matrix).
+  template <int NR, class Codes>
+  static __attribute__((noinline)) void quant_tile_matmul(const Matrix& w, const float* panels,
+                                                          int64_t stride, int nt, float* y,
+                                                          int64_t y_stride, int64_t r) {
+    F acc[kTokenTile][NR];
+    for (int t = 0; t < nt; t++)
+      for (int k = 0; k < NR; k++) acc[t][k] = V::zero();
+    alignas(64) float decoded[NR * kQuantGroup];
+    float sc[NR][kScaleChunk];
+    for (int64_t g0 = 0; g0 < w.groups(); g0 += kScaleChunk) {
+      int64_t ng = min64(kScaleChunk, w.groups() - g0);
+      tile_scales<NR>(w, r, g0, ng, sc);
+      for (int64_t g = 0; g < ng; g++) {
+        decode_group<NR, Codes>(rows_at<NR>(w, r, g0 + g), decoded);
+        const float* xg = panels + (g0 + g) * kQuantGroup;
+        for (int t = 0; t < nt; t++) {
+          F part[NR];
+          decoded_dots<NR>(decoded, xg + t * stride, part);
+#pragma GCC unroll 8
+          for (int k = 0; k < NR; k++) acc[t][k] = V::fma(V::set1(sc[k][g]), part[k], acc[t][k]);
+        }
+      }
+    }
+    for (int t = 0; t < nt; t++)
+      for (int k = 0; k < NR; k++) y[t * y_stride + r + k] = V::hsum(acc[t][k]);
+  }
+
+  template <class Codes>
+  static void quant_matvec(const Matrix& w, const float* panel, float* y, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + kRowTile <= r1; r += kRowTile) quant_tile_matvec<kRowTile, Codes>(w, panel, y, r);
+    for (; r < r1; r++) quant_tile_matvec<1, Codes>(w, panel, y, r);
+  }
+
+  template <class Codes>
+  static void quant_matmul(const Matrix& w, const float* panels, int64_t stride, int nt, float* y,
+                           int64_t y_stride, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + kRowTile <= r1; r += kRowTile)
+      quant_tile_matmul<kRowTile, Codes>(w, panels, stride, nt, y, y_stride, r);
+    for (; r < r1; r++) quant_tile_matmul<1, Codes>(w, panels, stride, nt, y, y_stride, r);
+  }
+
+  // --- F32 rows: two accumulators per row (even and odd chunks of kLanes), masked tail.
+
+  template <int NR>
+  static void f32_tile(const Matrix& w, const float* x, float* y, int64_t r) {
+    const float* row[NR];
+    F a[NR], b[NR];
+    for (int k = 0; k < NR; k++) {
+      row[k] = (const float*)w.data + (r + k) * w.cols;
+      a[k] = b[k] = V::zero();
+    }
+    int64_t c = 0, n = w.cols;
+    for (; c + 2 * kLanes <= n; c += 2 * kLanes) {
+      F xa = V::loadu(x + c), xb = V::loadu(x + c + kLanes);
+#pragma GCC unroll 8
+      for (int k = 0; k < NR; k++) {
+        a[k] = V::fma(V::loadu(row[k] + c), xa, a[k]);
+        b[k] = V::fma(V::loadu(row[k] + c + kLanes), xb, b[k]);
+      }
+    }
+    if (c + kLanes <= n) {
+      F xa = V::loadu(x + c);
+      for (int k = 0; k < NR; k++) a[k] = V::fma(V::loadu(row[k] + c), xa, a[k]);
+      c += kLanes;
+    }
+    if (c < n) {
+      auto m = V::first(n - c);
+      F xb = V::load_m(x + c, m);
+      for (int k = 0; k < NR; k++) b[k] = V::fma(V::load_m(row[k] + c, m), xb, b[k]);
+    }
+    for (int k = 0; k < NR; k++) y[r + k] = V::hsum(V::add(a[k], b[k]));
+  }
+
+  static void f32_matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + kRowTile <= r1; r += kRowTile) f32_tile<kRowTile>(w, x, y, r);
+    for (; r < r1; r++) f32_tile<1>(w, x, y, r);
+  }
+
+  // --- Entry points.
+
+  static int64_t padded_cols(const Matrix& w) {
+    return w.groups() * kQuantGroup;
+  }
+
+  static void matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
+    if (w.fmt == TensorFormat::kF32) return f32_matvec(w, x, y, r0, r1);
+    bool q4 = w.fmt == TensorFormat::kQ4G;
+    Scratch panel(padded_cols(w));
+    build_panel(x, w.cols, padded_cols(w), q4, panel.get());
+    if (q4) return quant_matvec<Q4>(w, panel.get(), y, r0, r1);
+    quant_matvec<Q8>(w, panel.get(), y, r0, r1);
+  }
+
+  static void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
+                     int64_t y_stride, int64_t r0, int64_t r1) {
+    if (w.fmt == TensorFormat::kF32) {
+      for (int64_t t = 0; t < n; t++) f32_matvec(w, x + t * x_stride, y + t * y_stride, r0, r1);
+      return;
+    }
+    bool q4 = w.fmt == TensorFormat::kQ4G;
+    int64_t stride = padded_cols(w);
+    Scratch panels(stride * kTokenTile);
+    for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
+      int nt = (int)min64(kTokenTile, n - t0);
+      for (int t = 0; t < nt; t++)
+        build_panel(x + (t0 + t) * x_stride, w.cols, stride, q4, panels.get() + t * stride);
+      float* yt = y + t0 * y_stride;
+      if (q4) {
+        quant_matmul<Q4>(w, panels.get(), stride, nt, yt, y_stride, r0, r1);
+      } else {
+        quant_matmul<Q8>(w, panels.get(), stride, nt, yt, y_stride, r0, r1);
+      }
+    }
+  }
+
+  // --- VQ tables: per (position, stage) one multiply-add per dimension over all codes at once.
+
+  static F lut_entries(const F* xd, const float* b, int64_t e) {
+    F t = V::mul(xd[0], V::loadu(b));
+#pragma GCC unroll 8
+    for (int d = 1; d < kVqDim; d++) t = V::fma(xd[d], V::loadu(b + d * e), t);
+    return t;
+  }
+
+  static void vq_lut(const VqBooks& books, const float* x, int64_t nv, float* lut) {
+    const int64_t e = books.entries;
+    for (int64_t v = 0; v < nv; v++) {
+      F xd[kVqDim];
+      for (int d = 0; d < kVqDim; d++) xd[d] = V::set1(x[v * kVqDim + d]);
+      for (int s = 0; s < books.stages; s++) {
+        const float* b = books.stage[s];
+        float* out = lut + (v * books.stages + s) * e;
+        int64_t c = 0;
+        for (; c + kLanes <= e; c += kLanes) V::storeu(out + c, lut_entries(xd, b + c, e));
+        if (c == e) continue;
+        auto m = V::first(e - c);
+        F t = V::mul(xd[0], V::load_m(b + c, m));
+        for (int d = 1; d < kVqDim; d++) t = V::fma(xd[d], V::load_m(b + d * e + c, m), t);
+        V::store_m(out + c, m, t);
+      }
+    }
+  }
+
+  // --- VQ rows: a 64-row tile keeps its sums in registers while the positions stream by.
+
+  static constexpr int kTileVecs = (int)(kVqRowBlock / kLanes);
+
+  template <int S>
+  static void vq_tile_sums(const float* lut, int entries, const uint8_t* blk, int64_t nv, F* acc) {
+    const typename V::template Stages<S> stages;
+    for (int k = 0; k < kTileVecs; k++) acc[k] = V::zero();
+    for (int64_t v = 0; v < nv; v++) {
+      const uint8_t* p = blk + v * kVqRowBlock * S;
+      const float* t = lut + v * S * entries;
+#pragma GCC unroll 16
+      for (int k = 0; k < kTileVecs; k++)
+        acc[k] = V::add(acc[k], stages.sum(t, entries, p + k * kLanes * S));
+    }
+  }
+
+  template <int S>
+  static void vq_rows_s(const float* lut, int entries, const VqMatrix& m, float* y, int64_t r0,
+                        int64_t r1) {
+    for (int64_t rb = r0; rb < r1; rb += kVqRowBlock) {
+      F acc[kTileVecs];
+      vq_tile_sums<S>(lut, entries, m.idx + rb * m.nv * S, m.nv, acc);
+      for (int k = 0; k < kTileVecs; k++) {
+        int64_t r = rb + k * kLanes;
+        if (r + kLanes <= r1) {
+          V::storeu(y + r, V::mul(V::f16(m.scales + r), acc[k]));
+          continue;
+        }
+        alignas(64) float sums[kLanes];
+        V::store(sums, acc[k]);
+        for (int i = 0; i < kLanes && r + i < r1; i++)
+          y[r + i] = f16_scalar(m.scales[r + i]) * sums[i];
+      }
+    }
+  }
+
+  static void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float* y,
+                      int64_t r0, int64_t r1) {
+    switch (stages) {
+      case 1:
+        return vq_rows_s<1>(lut, entries, m, y, r0, r1);
+      case 2:
+        return vq_rows_s<2>(lut, entries, m, y, r0, r1);
+      case 3:
+        return vq_rows_s<3>(lut, entries, m, y, r0, r1);
+      case 4:
+        return vq_rows_s<4>(lut, entries, m, y, r0, r1);
+      default:
+        return detail::scalar_kernels().vq_rows(lut, stages, entries, m, y, r0, r1);
+    }
+  }
+
+  // --- VQ rows for many tokens: one token per lane, so every lane repeats vq_lut's and
+  // vq_rows' operations for its own token. Few rows: each (row, position, stage) entry is
+  // computed in place, kRowTile rows sharing each load of the tokens' inputs; many rows: a table
+  // per position.
+
+  // Rows [r, r + R) for the kLanes tokens of `xt` ([position][lane]); `lanes` of them are real.
+  template <int S, int R>
+  static void token_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_t r,
+                         float* y, int64_t y_stride, int64_t lanes) {
+    const int64_t e = books.entries;
+    F acc[R];
+    const uint8_t* run[R];
+    for (int i = 0; i < R; i++) {
+      acc[i] = V::zero();
+      run[i] =
+          m.idx + ((r + i) / kVqRowBlock) * m.nv * kVqRowBlock * S + ((r + i) % kVqRowBlock) * S;
+    }
+    for (int64_t v = 0; v < m.nv; v++) {
+      F xd[kVqDim];
+      for (int d = 0; d < kVqDim; d++) xd[d] = V::load(xt + (v * kVqDim + d) * kLanes);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) {
+        const uint8_t* idx = run[i] + v * kVqRowBlock * S;
+        F sum = V::zero();
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) {
+          const float* b = books.stage[s] + idx[s];
+          F dot = V::mul(xd[0], V::set1(b[0]));
+#pragma GCC unroll 8
+          for (int d = 1; d < kVqDim; d++) dot = V::fma(xd[d], V::set1(b[d * e]), dot);
+          sum = s == 0 ? dot : V::add(sum, dot);
+        }
+        acc[i] = V::add(acc[i], sum);
+      }
+    }
+    for (int i = 0; i < R; i++) {
+      alignas(64) float out[kLanes];
+      V::store(out, V::mul(V::set1(f16_scalar(m.scales[r + i])), acc[i]));
+      for (int64_t l = 0; l < lanes; l++) y[l * y_stride + r + i] = out[l];
+    }
+  }
+
+  // Many rows: each position's table for the kLanes tokens (one vector per code, built with
+  // vq_lut's operations) is made once and shared by every row of [r0, r1), as vq_lut's table is
+  // for one token; `acc` holds each row's running sums between positions.
+  template <int S>
+  static void table_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_t r0,
+                         int64_t r1, float* lut, float* acc, float* y, int64_t y_stride,
+                         int64_t lanes) {
+    const int64_t e = books.entries;
+    for (int64_t r = r0; r < r1; r++) V::store(acc + (r - r0) * kLanes, V::zero());
+    for (int64_t v = 0; v < m.nv; v++) {
+      F xd[kVqDim];
+      for (int d = 0; d < kVqDim; d++) xd[d] = V::load(xt + (v * kVqDim + d) * kLanes);
+      for (int s = 0; s < S; s++) {
+        const float* b = books.stage[s];
+        float* out = lut + s * e * kLanes;
+        for (int64_t c = 0; c < e; c++) {
+          F t = V::mul(xd[0], V::set1(b[c]));
+#pragma GCC unroll 8
+          for (int d = 1; d < kVqDim; d++) t = V::fma(xd[d], V::set1(b[d * e + c]), t);
+          V::store(out + c * kLanes, t);
+        }
+      }
+      // Row by row within each 64-row block, whose codes for position v are one contiguous run.
+      for (int64_t rb = r0 / kVqRowBlock * kVqRowBlock; rb < r1; rb += kVqRowBlock) {
+        const int64_t first = rb > r0 ? rb : r0, last = min64(r1, rb + kVqRowBlock);
+        const uint8_t* idx = m.idx + (rb * m.nv + v * kVqRowBlock + (first - rb)) * S;
+        float* a = acc + (first - r0) * kLanes;
+        for (int64_t r = first; r < last; r++, idx += S, a += kLanes) {
+          F sum = V::load(lut + idx[0] * kLanes);
+#pragma GCC unroll 4
+          for (int s = 1; s < S; s++) sum = V::add(sum, V::load(lut + (s * e + idx[s]) * kLanes));
+          V::store(a, V::add(V::load(a), sum));
+        }
+      }
+    }
+    for (int64_t r = r0; r < r1; r++) {
+      alignas(64) float out[kLanes];
+      V::store(out, V::mul(V::set1(f16_scalar(m.scales[r])), V::load(acc + (r - r0) * kLanes)));
+      for (int64_t l = 0; l < lanes; l++) y[l * y_stride + r] = out[l];
+    }
+  }
+
+  template <int S>
+  static void vq_rows_tokens_s(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                               const VqMatrix& m, float* y, int64_t y_stride, int64_t r0,
+                               int64_t r1) {
+    const int64_t width = m.nv * kVqDim;
+    Scratch scratch(width * kLanes);
+    float* xt = scratch.get();
+    // Building a position's table costs S * entries vectors: worth it once a call has a quarter
+    // as many rows.
+    const bool tables = (r1 - r0) * 4 >= (int64_t)S * books.entries;
+    Scratch lut(tables ? (int64_t)S * books.entries * kLanes : 0);
+    Scratch acc(tables ? (r1 - r0) * kLanes : 0);
+    for (int64_t t0 = 0; t0 < n; t0 += kLanes) {
+      const int64_t lanes = min64(kLanes, n - t0);
+      for (int64_t c = 0; c < width; c++)
+        for (int64_t l = 0; l < kLanes; l++)
+          xt[c * kLanes + l] = l < lanes ? x[(t0 + l) * x_stride + c] : 0.0f;
+      float* yt = y + t0 * y_stride;
+      if (tables) {
+        table_rows<S>(books, xt, m, r0, r1, lut.get(), acc.get(), yt, y_stride, lanes);
+        continue;
+      }
+      int64_t r = r0;
+      for (; r + kRowTile <= r1; r += kRowTile)
+        token_rows<S, kRowTile>(books, xt, m, r, yt, y_stride, lanes);
+      for (; r < r1; r++) token_rows<S, 1>(books, xt, m, r, yt, y_stride, lanes);
+    }
+  }
+
+  static void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                             const VqMatrix& m, float* y, int64_t y_stride, int64_t r0,
+                             int64_t r1) {
+    switch (books.stages) {
+      case 1:
+        return vq_rows_tokens_s<1>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+      case 2:
+        return vq_rows_tokens_s<2>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+      case 3:
+        return vq_rows_tokens_s<3>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+      case 4:
+        return vq_rows_tokens_s<4>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+      default:
+        return detail::scalar_kernels().vq_rows_tokens(books, x, n, x_stride, m, y, y_stride, r0,
+                                                       r1);
+    }
+  }
+
+  // --- Attention: scores and weighted sums of cache rows, in the orders kernels.h defines.
+  // A dot's 16 lanes are kDotVecs vectors; four keys at a time so the dependent adds of one key
+  // overlap others'.
+
+  static constexpr int kDotVecs = 16 / kLanes;
+  static_assert(kDotVecs * kLanes == 16);
+
+  // Lanes l and l + 8, then 4, 2 and 1 apart, as the scalar reference reduces its 16 lanes.
+  static float reduce16(F* v) {
+    for (int w = kDotVecs / 2; w > 0; w /= 2)
+      for (int i = 0; i < w; i++) v[i] = V::add(v[i], v[i + w]);
+    return V::hsum(v[0]);
+  }
+
+  template <int NK>
+  static void dots_group(const float* q, const float* k, int64_t stride, int64_t len, float scale,
+                         float* out) {
+    F acc[NK][kDotVecs];
+    for (int i = 0; i < NK; i++)
+      for (int u = 0; u < kDotVecs; u++) acc[i][u] = V::zero();
+    int64_t j = 0;
+    for (; j + 16 <= len; j += 16) {
+#pragma GCC unroll 4
+      for (int u = 0; u < kDotVecs; u++) {
+        F qv = V::loadu(q + j + u * kLanes);
+#pragma GCC unroll 4
+        for (int i = 0; i < NK; i++)
+          acc[i][u] = V::fma(qv, V::loadu(k + i * stride + j + u * kLanes), acc[i][u]);
+      }
+    }
+    if (j < len) {  // masked-off lanes keep their sums
+      for (int u = 0; u < kDotVecs; u++) {
+        auto m = V::first(len - j - u * kLanes);
+        F qv = V::load_m(q + j + u * kLanes, m);
+        for (int i = 0; i < NK; i++)
+          acc[i][u] = V::fma_m(qv, V::load_m(k + i * stride + j + u * kLanes, m), acc[i][u], m);
+      }
+    }
+    for (int i = 0; i < NK; i++) out[i] = reduce16(acc[i]) * scale;
+  }
+
+  static void dots(const float* q, const float* keys, int64_t n, int64_t stride, int64_t len,
+                   float scale, float* out) {
+    int64_t s = 0;
+    for (; s + 4 <= n; s += 4) dots_group<4>(q, keys + s * stride, stride, len, scale, out + s);
+    for (; s < n; s++) dots_group<1>(q, keys + s * stride, stride, len, scale, out + s);
+  }
+
+  // Eight vectors of `out` stay in registers while every row adds into them.
+  static void axpys(const float* a, const float* rows, int64_t n, int64_t stride, int64_t len,
+                    float* out) {
+    constexpr int64_t kSpan = 8 * kLanes;
+    for (int64_t j0 = 0; j0 < len; j0 += kSpan) {
+      decltype(V::first(0)) m[8];
+      F o[8];
+      for (int v = 0; v < 8; v++) {
+        m[v] = V::first(len - j0 - v * kLanes);
+        o[v] = V::load_m(out + j0 + v * kLanes, m[v]);
+      }
+      for (int64_t s = 0; s < n; s++) {
+        const F as = V::set1(a[s]);
+        const float* r = rows + s * stride + j0;
+        for (int v = 0; v < 8; v++) o[v] = V::fma(as, V::load_m(r + v * kLanes, m[v]), o[v]);
+      }
+      for (int v = 0; v < 8; v++) V::store_m(out + j0 + v * kLanes, m[v], o[v]);
+    }
+  }
+
+  // Columns in spans of kDeltaVecs vectors: a span's p and o stay in registers through both
+  // passes.
+  static void delta_rule(float* S, const float* q, const float* k, const float* v,
+                         const float* decay, float beta, int64_t d, float* o) {
+    constexpr int kVecs = V::kDeltaVecs;
+    constexpr int64_t kSpan = kVecs * kLanes;
+    for (int64_t j0 = 0; j0 < d; j0 += kSpan) {
+      decltype(V::first(0)) m[kVecs];
+      F p[kVecs], acc[kVecs];
+      for (int u = 0; u < kVecs; u++) {
+        m[u] = V::first(d - j0 - u * kLanes);
+        p[u] = acc[u] = V::zero();
+      }
+      for (int64_t i = 0; i < d; i++) {
+        const F di = V::set1(decay[i]), ki = V::set1(k[i]);
+        float* row = S + i * d + j0;
+        for (int u = 0; u < kVecs; u++) {
+          const F s = V::mul(V::load_m(row + u * kLanes, m[u]), di);
+          V::store_m(row + u * kLanes, m[u], s);
+          p[u] = V::fma(s, ki, p[u]);
+        }
+      }
+      const F b = V::set1(beta);
+      for (int u = 0; u < kVecs; u++)
+        p[u] = V::mul(b, V::sub(V::load_m(v + j0 + u * kLanes, m[u]), p[u]));
+      for (int64_t i = 0; i < d; i++) {
+        const F ki = V::set1(k[i]), qi = V::set1(q[i]);
+        float* row = S + i * d + j0;
+        for (int u = 0; u < kVecs; u++) {
+          const F s = V::fma(ki, p[u], V::load_m(row + u * kLanes, m[u]));
+          V::store_m(row + u * kLanes, m[u], s);
+          acc[u] = V::fma(s, qi, acc[u]);
+        }
+      }
+      for (int u = 0; u < kVecs; u++) V::store_m(o + j0 + u * kLanes, m[u], acc[u]);
+    }
+  }
+
+  static constexpr Kernels table(Isa isa) {
+    return Kernels{isa, matvec, matmul, vq_lut, vq_rows, vq_rows_tokens, dots, axpys, delta_rule};
+  }
+};
+
+}  // namespace
+}  // namespace waste

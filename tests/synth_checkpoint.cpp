@@ -1,0 +1,235 @@
+#include "tests/synth_checkpoint.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "engine/base/f16.h"
+#include "engine/convert/mxfp4.h"
+#include "engine/format/model_config.h"
+#include "engine/format/tensor_specs.h"
+#include "engine/synth/synth_tokenizer.h"
+#include "tests/test_util.h"
+
+namespace waste::test {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct StTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+void write_safetensors(const fs::path& p, const std::vector<StTensor>& ts) {
+  std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
+  uint64_t off = 0;
+  for (const StTensor& t : ts) {
+    std::string shape;
+    for (int64_t d : t.shape) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d);
+    }
+    h += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}", t.name,
+                     t.dtype, shape, off, off + t.bytes.size());
+    off += t.bytes.size();
+  }
+  h += "}";
+  while ((8 + h.size()) % 8) h += ' ';  // the reference writer pads to 8 bytes
+  uint64_t n = h.size();
+  std::string file(reinterpret_cast<const char*>(&n), 8);
+  file += h;
+  for (const StTensor& t : ts) file += t.bytes;
+  write_file(p, file);
+}
+
+std::string bf16_bytes(const std::vector<float>& v) {
+  std::string s(v.size() * 2, '\0');
+  for (size_t i = 0; i < v.size(); i++) {
+    uint32_t b = f32_to_bits(v[i]);
+    b += 0x7fff + ((b >> 16) & 1);  // round to nearest even
+    uint16_t h = (uint16_t)(b >> 16);
+    std::memcpy(&s[2 * i], &h, 2);
+  }
+  return s;
+}
+
+std::string f32_bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+
+std::string f16_bytes(const std::vector<float>& v) {
+  std::string s(v.size() * 2, '\0');
+  for (size_t i = 0; i < v.size(); i++) {
+    uint16_t h = f32_to_f16(v[i]);
+    std::memcpy(&s[2 * i], &h, 2);
+  }
+  return s;
+}
+
+std::string text_config(const CheckpointShape& s) {
+  std::string kda = "[1,2,4]";
+  std::string c = fmt::format(
+      "{{\"architectures\":[\"KimiLinearForCausalLM\"],\"model_type\":\"kimi_linear\","
+      "\"hidden_size\":{},\"num_hidden_layers\":{},\"vocab_size\":{},\"bos_token_id\":1,"
+      "\"eos_token_id\":2,\"rms_norm_eps\":1e-05,\"first_k_dense_replace\":1,"
+      "\"intermediate_size\":{},\"moe_intermediate_size\":{},\"num_experts\":{},"
+      "\"num_experts_per_token\":2,\"num_shared_experts\":1,\"moe_renormalize\":true,"
+      "\"routed_scaling_factor\":2.446,\"num_attention_heads\":4,\"qk_nope_head_dim\":16,"
+      "\"qk_rope_head_dim\":8,\"v_head_dim\":16,\"kv_lora_rank\":32,\"q_lora_rank\":{},"
+      "\"hidden_act\":\"{}\",\"linear_attn_config\":{{\"num_heads\":4,\"head_dim\":32,"
+      "\"short_conv_kernel_size\":4,\"kda_layers\":{},\"full_attn_layers\":[3]",
+      s.hidden, s.layers, s.vocab, s.dense_inter, s.moe_inter, s.experts, s.k3 ? "48" : "null",
+      s.k3 ? "situ" : "silu", kda);
+  if (!s.k3) return c + "}}";
+  return c + fmt::format(
+                 ",\"use_full_rank_gate\":true,\"gate_lower_bound\":-5.0}},"
+                 "\"activation_situ_beta\":4.0,\"activation_situ_linear_beta\":25.0,"
+                 "\"attn_res_block_size\":2,\"latent_moe_use_norm\":true,"
+                 "\"mla_use_output_gate\":true,\"routed_expert_hidden_size\":{}}}",
+                 s.latent);
+}
+
+std::string release_config(const CheckpointShape& s) {
+  if (!s.k3) return text_config(s);
+  return fmt::format(
+      "{{\"architectures\":[\"KimiK3ForConditionalGeneration\"],\"model_type\":\"kimi_k3\","
+      "\"media_placeholder_token_id\":1000,\"text_config\":{},\"vision_config\":{{"
+      "\"_attn_implementation\":\"flash_attention_2\",\"patch_size\":14,\"vt_hidden_size\":128,"
+      "\"vt_num_hidden_layers\":1,\"text_hidden_size\":{}}}}}",
+      text_config(s), s.hidden);
+}
+
+std::vector<float> values_for(const std::string& name, const std::vector<int64_t>& shape, Rng& r) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v((size_t)n);
+  float a = std::sqrt(3.0f / (float)shape.back());
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("A_log"))
+    for (int64_t i = 0; i < n; i++) v[i] = std::log(r.uniform(1.0f, 16.0f));
+  else if (has("dt_bias") || has("correction_bias") || has("conv1d"))
+    for (float& x : v) x = r.uniform(-0.5f, 0.5f);
+  else if (has("res_proj"))
+    for (float& x : v) x = r.uniform(-0.05f, 0.05f);
+  else if (shape.size() == 1)
+    for (float& x : v) x = r.uniform(0.8f, 1.2f);
+  else {
+    const float m = has("embed_tokens") ? 1 / a : has("lm_head") ? 4 : 1;
+    for (float& x : v) x = r.uniform(-a, a) * m;
+  }
+  return v;
+}
+
+}  // namespace
+
+float gauss(Rng& r) {
+  double u = std::max(r.uniform(), 1e-12), v = r.uniform();
+  return (float)(std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v));
+}
+
+void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t seed) {
+  fs::create_directories(dir);
+  write_file(dir / "config.json", release_config(s));
+  SynthVocab sv = write_synthetic_tokenizer(dir, s.k3 ? Arch::kK3 : Arch::kKimiLinear, 0);
+  (void)sv;
+  fs::remove(dir / "specials.json");
+  write_file(dir / "tokenizer_config.json",
+             "{\"added_tokens_decoder\":{\"1001\":{\"content\":\"<|end_of_msg|>\"},"
+             "\"1000\":{\"content\":\"<|media_pad|>\"}},\"model_max_length\":"
+             "1000000000000000019884624838656}");
+  if (s.k3)
+    write_file(dir / "preprocessor_config.json",
+               "{\"media_proc_cfg\":{\"in_patch_limit\":4096,\"patch_size\":14,"
+               "\"image_mean\":[0.5,0.5,0.5],\"image_std\":[0.5,0.5,0.5],"
+               "\"patch_limit_on_one_side\":512}}");
+  simdjson::dom::parser p;
+  simdjson::padded_string cfg_text(text_config(s));
+  ModelConfig c = parse_model_config(p.parse(cfg_text).value(), "test config");
+  std::string prefix = s.k3 ? "language_model." : "";
+  Rng r(seed);
+  // shard 1: model-level and layer 0 (trunk only); shard 2: layers 1-2; shard 3: the rest.
+  std::map<int, std::vector<StTensor>> shards;
+  auto shard_of = [&](int layer) { return layer <= 0 ? 1 : layer <= 2 ? 2 : 3; };
+  int i = 0;
+  for (const TensorSpec& t : text_tensor_specs(c)) {
+    int layer = -1;
+    if (t.name.rfind("model.layers.", 0) == 0) layer = std::stoi(t.name.substr(13));
+    std::vector<float> v = values_for(t.name, t.shape, r);
+    // Mostly BF16, as the releases; a few F32 and F16 to cover every widening.
+    StTensor st{prefix + t.name, "BF16", t.shape, ""};
+    if (t.name.find("A_log") != std::string::npos || t.name.find("correction") != std::string::npos)
+      st.dtype = "F32", st.bytes = f32_bytes(v);
+    else if (t.name.find("o_norm") != std::string::npos)
+      st.dtype = "F16", st.bytes = f16_bytes(v);
+    else
+      st.bytes = bf16_bytes(v);
+    shards[shard_of(layer)].push_back(std::move(st));
+    i++;
+  }
+  for (int l = 1; l < s.layers; l++)
+    for (int e = 0; e < s.experts; e++)
+      for (const char* w : {"w1", "w3", "w2"}) {
+        bool down = w[1] == '2';
+        int64_t width = c.expert_in(), rows = down ? width : s.moe_inter,
+                cols = down ? s.moe_inter : width;
+        std::vector<float> v((size_t)(rows * cols));
+        for (float& x : v) x = gauss(r) * 0.02f;
+        std::string name =
+            fmt::format("{}model.layers.{}.block_sparse_moe.experts.{}.{}.weight", prefix, l, e, w);
+        if (!s.k3) {
+          shards[shard_of(l)].push_back({name, "BF16", {rows, cols}, bf16_bytes(v)});
+          continue;
+        }
+        std::string packed((size_t)(rows * cols / 2), '\0'),
+            scales((size_t)(rows * cols / 32), '\0');
+        for (int64_t row = 0; row < rows; row++)
+          mxfp4_encode_row(v.data() + row * cols, cols, (uint8_t*)&packed[row * cols / 2],
+                           (uint8_t*)&scales[row * cols / 32]);
+        if (e == 0) scales[0] = 0;  // a group with e = 0 decodes as zero
+        shards[shard_of(l)].push_back({name + "_packed", "U8", {rows, cols / 2}, packed});
+        shards[shard_of(l)].push_back({name + "_scale", "U8", {rows, cols / 32}, scales});
+      }
+  if (s.k3) {
+    auto add = [&](std::string n, std::vector<int64_t> shape) {
+      shards[3].push_back({n, "BF16", shape, bf16_bytes(values_for(n, shape, r))});
+    };
+    add("vision_tower.patch_embed.proj.weight", {128, 3, 14, 14});  // 75,264: Q8G, flattened
+    add("vision_tower.patch_embed.pos_emb.weight", {8, 8, 128});    // small: F32, flattened
+    add("vision_tower.encoder.blocks.0.norm0.weight", {128});
+    add("vision_tower.encoder.blocks.0.wqkv.weight", {384, 128});
+    add("mm_projector.proj.0.weight", {512, 512});
+    add("mm_projector.post_norm.weight", {s.hidden});
+  }
+  std::string map;
+  for (auto& [k, ts] : shards) {
+    std::string file = fmt::format("model-{:05d}-of-00003.safetensors", k);
+    // Header order deliberately unsorted (the index and the converter must not care).
+    std::reverse(ts.begin(), ts.end());
+    write_safetensors(dir / file, ts);
+    for (const StTensor& t : ts)
+      map += fmt::format("{}\"{}\":\"{}\"", map.empty() ? "" : ",", t.name, file);
+  }
+  write_file(dir / "model.safetensors.index.json",
+             "{\"metadata\":{\"total_size\":1},\"weight_map\":{" + map + "}}");
+}
+
+CheckpointShape kimi_linear_shape() {
+  return CheckpointShape{};
+}
+
+CheckpointShape k3_shape() {
+  CheckpointShape s;
+  s.k3 = true;
+  s.moe_inter = 96;
+  s.latent = 160;
+  return s;
+}
+
+}  // namespace waste::test
