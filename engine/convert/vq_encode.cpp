@@ -218,10 +218,13 @@ bool cpu_has_avxvnni() {
 }
 
 NearestFn nearest_kernel(Isa isa) {
+  // The x86 kernels' files are compiled for x86_64 targets alone (cmake/waste_library.cmake).
+#if defined(__x86_64__)
   if (isa == Isa::kAvx512 && cpu_has_avx512vnni()) return detail::nearest_vnni;
   if (isa == Isa::kAvx512 && cpu_supports(Isa::kAvx512)) return detail::nearest_avx512;
   if (isa != Isa::kScalar && cpu_has_avxvnni()) return detail::nearest_avxvnni;
   if (isa != Isa::kScalar && cpu_supports(Isa::kAvx2)) return detail::nearest_avx2;
+#endif
   return detail::nearest_scalar;
 }
 

@@ -69,8 +69,11 @@ TileOps tile_ops_portable() {
 }  // namespace detail
 
 TileOps tile_ops(Isa isa) {
-  return isa != Isa::kScalar && cpu_supports(Isa::kAvx2) ? detail::tile_ops_avx2()
-                                                         : detail::tile_ops_portable();
+  // vq_tile_avx2.cpp is compiled for x86_64 targets alone (cmake/waste_library.cmake).
+#if defined(__x86_64__)
+  if (isa != Isa::kScalar && cpu_supports(Isa::kAvx2)) return detail::tile_ops_avx2();
+#endif
+  return detail::tile_ops_portable();
 }
 
 }  // namespace waste
