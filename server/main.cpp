@@ -3,7 +3,11 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "config/engine_options.h"
 #include "server/cli/args.h"
@@ -115,6 +119,12 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
     if (print_command_help(c, argc, argv)) return 0;
+    // The tools print their result on stdout, often JSON that a script parses, so the engine's
+    // log lines (a fallback it took: no io_uring, no direct I/O) go to stderr. The daemon keeps
+    // spdlog's stdout.
+    if (std::strcmp(c.name, "serve") != 0)
+      spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+          "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
     try {
       return c.run(argc, argv);
     } catch (const waste::cli::UsageFailure& u) {

@@ -635,6 +635,13 @@ CpuFeatures all_features() {
   return f;
 }
 
+// An arm64 CPU with every feature CpuFeatures names.
+CpuFeatures all_arm64_features() {
+  CpuFeatures f;
+  f.neon = f.fp16 = f.dotprod = f.i8mm = true;
+  return f;
+}
+
 std::string usage_error(const char* requested, const CpuFeatures& cpu) {
   try {
     choose_isa(requested, cpu);
@@ -652,6 +659,12 @@ TEST(ChooseIsa, BestAvailableWhenUnset) {
   EXPECT_EQ(choose_isa(nullptr, f), Isa::kAvx2);
   f.f16c = false;
   EXPECT_EQ(choose_isa(nullptr, f), Isa::kScalar);
+  f = all_arm64_features();
+  EXPECT_EQ(choose_isa(nullptr, f), Isa::kNeon);
+  f.dotprod = f.i8mm = f.fp16 = false;
+  EXPECT_EQ(choose_isa(nullptr, f), Isa::kNeon);
+  f.neon = false;
+  EXPECT_EQ(choose_isa(nullptr, f), Isa::kScalar);
 }
 
 TEST(ChooseIsa, RequestLowersTheChoice) {
@@ -659,6 +672,8 @@ TEST(ChooseIsa, RequestLowersTheChoice) {
   EXPECT_EQ(choose_isa("avx2", all_features()), Isa::kAvx2);
   EXPECT_EQ(choose_isa("avx512", all_features()), Isa::kAvx512);
   EXPECT_EQ(choose_isa("scalar", CpuFeatures{}), Isa::kScalar);
+  EXPECT_EQ(choose_isa("neon", all_arm64_features()), Isa::kNeon);
+  EXPECT_EQ(choose_isa("scalar", all_arm64_features()), Isa::kScalar);
 }
 
 TEST(ChooseIsa, MissingFeatureIsNamed) {
@@ -680,9 +695,19 @@ TEST(ChooseIsa, MissingFeatureIsNamed) {
   EXPECT_NE(msg.find("OS support"), std::string::npos) << msg;
 }
 
-TEST(ChooseIsa, UnknownValueIsNamed) {
+// Asking one CPU family for the other's instruction set names what it lacks, as for any other.
+TEST(ChooseIsa, OtherFamilyIsRefused) {
   std::string msg = usage_error("neon", all_features());
-  EXPECT_NE(msg.find("neon"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lacks neon"), std::string::npos) << msg;
+  msg = usage_error("avx2", all_arm64_features());
+  EXPECT_NE(msg.find("lacks avx2"), std::string::npos) << msg;
+  msg = usage_error("avx512", all_arm64_features());
+  EXPECT_NE(msg.find("avx512f"), std::string::npos) << msg;
+}
+
+TEST(ChooseIsa, UnknownValueIsNamed) {
+  std::string msg = usage_error("sve", all_arm64_features());
+  EXPECT_NE(msg.find("sve"), std::string::npos) << msg;
   EXPECT_NE(usage_error("AVX2", all_features()), "");
 }
 
@@ -735,6 +760,26 @@ TEST(DetectIsa, CpuAgreesWithItself) {
     EXPECT_TRUE(cpu_supports(Isa::kAvx2));
   }
   EXPECT_EQ(cpu_supports(Isa::kAvx2), cpu_supports(Isa::kAvx2, cpu_features()));
+  EXPECT_EQ(cpu_supports(Isa::kNeon), cpu_features().neon);
+  const CpuFeatures f = cpu_features();
+  EXPECT_FALSE(f.neon && (f.avx2 || f.avx512f)) << cpu_feature_names(f);
+}
+
+// What this CPU reports, when the run says what to expect: the arm64 stage of scripts/test runs
+// this suite under qemu CPU models with and without DotProd/I8MM and names their features here,
+// so a HWCAP misread (or a model that did not take effect) fails instead of testing one path twice.
+TEST(DetectIsa, ReportsTheExpectedFeatures) {
+  const char* expected = std::getenv("WASTE_EXPECT_CPU_FEATURES");
+  if (!expected) GTEST_SKIP() << "WASTE_EXPECT_CPU_FEATURES is not set";
+  EXPECT_EQ(cpu_feature_names(cpu_features()), expected);
+}
+
+TEST(Names, CpuFeatures) {
+  EXPECT_EQ(cpu_feature_names(CpuFeatures{}), "");
+  EXPECT_EQ(cpu_feature_names(all_arm64_features()), "neon fp16 dotprod i8mm");
+  CpuFeatures f;
+  f.avx2 = f.fma = f.avxvnni = true;
+  EXPECT_EQ(cpu_feature_names(f), "avx2 fma avxvnni");
 }
 
 TEST(Names, IsaAndFormat) {

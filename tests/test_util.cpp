@@ -95,7 +95,9 @@ bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
 }
 
 int run_command(const std::string& cmd, std::string* out) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  // In a subshell, so the line's own redirections come after ours: appended to the line, "2>&1"
+  // would undo a "2>/dev/null" at its end.
+  FILE* p = popen(("(" + cmd + ") 2>&1").c_str(), "r");
   if (!p) return -1;
   std::string s;
   char buf[4096];

@@ -69,7 +69,8 @@ void write_file(const std::filesystem::path& p, const std::string& bytes);
 bool eventually(const std::function<bool()>& pred,
                 std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-// Runs a shell command line; returns its exit status and fills `out` with stdout+stderr.
+// Runs a shell command line; returns its exit status and fills `out` with stdout+stderr (what
+// the command line does not redirect itself: `... 2>/dev/null` keeps its stderr out).
 int run_command(const std::string& cmd, std::string* out);
 
 // Checks each (schema, JSON text) with Python's jsonschema (scripts/reference/validate_json.py,

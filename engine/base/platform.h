@@ -76,6 +76,18 @@ UsableMemory cgroup_limited(UsableMemory physical, const std::filesystem::path& 
 // The most RAM this process has held resident since it started, in bytes.
 uint64_t peak_rss_bytes();
 
+// The arm64 CPU features the OS reports (Linux: the AT_HWCAP/AT_HWCAP2 words; macOS: the
+// hw.optional sysctls), since reading the ID registers directly is not allowed everywhere. Only
+// arm64 builds call it (engine/kernels/isa_arm64.cpp), so it is defined for them alone
+// (platform_linux_arm64.cpp) and on macOS, where an Intel Mac reports none.
+struct Arm64Features {
+  bool neon = false;     // Advanced SIMD
+  bool fp16 = false;     // half-precision vector arithmetic (Armv8.2 FP16)
+  bool dotprod = false;  // SDOT/UDOT (Armv8.2 DotProd)
+  bool i8mm = false;     // SMMLA/USDOT (Armv8.6 I8MM)
+};
+Arm64Features arm64_cpu_features();
+
 // Tells the service manager the daemon's state ("READY=1", "STOPPING=1", "STATUS=..."), so that
 // a `Type=notify` unit counts the daemon as serving only once the model is loaded. On Linux, when
 // $NOTIFY_SOCKET names a unix datagram socket (a path, or an abstract name after '@'), the state

@@ -65,6 +65,27 @@ UsableMemory usable_memory() {
   return {bytes, "physical RAM"};
 }
 
+namespace {
+
+// A hw.optional flag: 1 where the CPU has the feature, 0 or absent (an older macOS, an Intel
+// Mac) where it does not.
+bool sysctl_flag(const char* name) {
+  int value = 0;
+  size_t size = sizeof value;
+  return sysctlbyname(name, &value, &size, nullptr, 0) == 0 && value != 0;
+}
+
+}  // namespace
+
+Arm64Features arm64_cpu_features() {
+  Arm64Features f;
+  f.neon = sysctl_flag("hw.optional.neon") || sysctl_flag("hw.optional.AdvSIMD");
+  f.fp16 = sysctl_flag("hw.optional.arm.FEAT_FP16") || sysctl_flag("hw.optional.neon_fp16");
+  f.dotprod = sysctl_flag("hw.optional.arm.FEAT_DotProd");
+  f.i8mm = sysctl_flag("hw.optional.arm.FEAT_I8MM");
+  return f;
+}
+
 uint64_t peak_rss_bytes() {
   rusage u{};
   if (getrusage(RUSAGE_SELF, &u) != 0) return 0;

@@ -1,29 +1,19 @@
 // Run-time choice of the kernel table. The SIMD tables live in files compiled for their
-// instruction set; nothing here may use those instructions, so this file stays portable.
+// instruction set, and reading the CPU's features in one file per CPU family (isa_x86.cpp,
+// isa_arm64.cpp); nothing here may use those instructions or name another family's tables, so
+// this file builds unchanged for every target.
 #include "engine/kernels/kernels.h"
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "engine/base/error.h"
 
 namespace waste {
 
 namespace {
-
-// XGETBV without -mxsave: the register saved by the OS for AVX (bits 1,2) and AVX-512 (5,6,7).
-#if defined(__x86_64__)
-uint64_t read_xcr0() {
-  uint32_t lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return ((uint64_t)hi << 32) | lo;
-}
-#endif
 
 void append(std::string* out, bool ok, std::string_view what) {
   if (ok) return;
@@ -35,11 +25,10 @@ void append(std::string* out, bool ok, std::string_view what) {
 std::string missing_features(Isa isa, const CpuFeatures& cpu) {
   std::string m;
   if (isa == Isa::kScalar) return m;
-#if defined(__aarch64__)
-  if (isa == Isa::kNeon) return m;  // TEMP: lead's placeholder until arm64ci lands detection
-#else
-  if (isa == Isa::kNeon) return "neon";
-#endif
+  if (isa == Isa::kNeon) {
+    append(&m, cpu.neon, "neon");
+    return m;
+  }
   append(&m, cpu.avx2, "avx2");
   append(&m, cpu.fma, "fma");
   append(&m, cpu.f16c, "f16c");
@@ -57,7 +46,8 @@ Isa parse_isa(std::string_view name) {
   if (name == "scalar") return Isa::kScalar;
   if (name == "avx2") return Isa::kAvx2;
   if (name == "avx512") return Isa::kAvx512;
-  fail<UsageError>("WASTE_ISA={} is not one of scalar, avx2, avx512", name);
+  if (name == "neon") return Isa::kNeon;
+  fail<UsageError>("WASTE_ISA={} is not one of scalar, avx2, avx512, neon", name);
 }
 
 }  // namespace
@@ -88,30 +78,32 @@ const char* format_name(TensorFormat f) {
   return "unknown";
 }
 
-CpuFeatures cpu_features() {
-  CpuFeatures f;
-#if !defined(__x86_64__)
-  return f;
-#else
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-  f.fma = c & bit_FMA;
-  f.f16c = c & bit_F16C;
-  bool osxsave = (c & bit_OSXSAVE) && (c & bit_AVX);
-  uint64_t xcr0 = osxsave ? read_xcr0() : 0;
-  f.os_avx = (xcr0 & 0x6) == 0x6;
-  f.os_avx512 = (xcr0 & 0xe6) == 0xe6;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-  f.avx2 = b & bit_AVX2;
-  f.avx512f = b & bit_AVX512F;
-  f.avx512dq = b & bit_AVX512DQ;
-  f.avx512bw = b & bit_AVX512BW;
-  f.avx512vl = b & bit_AVX512VL;
-  f.avx512vnni = c & bit_AVX512VNNI;
-  f.avx512vbmi2 = c & bit_AVX512VBMI2;
-  if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = a & bit_AVXVNNI;
-  return f;
-#endif
+std::string cpu_feature_names(const CpuFeatures& cpu) {
+  const std::pair<bool, std::string_view> all[] = {
+      {cpu.avx2, "avx2"},
+      {cpu.fma, "fma"},
+      {cpu.f16c, "f16c"},
+      {cpu.os_avx, "os_avx"},
+      {cpu.avx512f, "avx512f"},
+      {cpu.avx512bw, "avx512bw"},
+      {cpu.avx512vl, "avx512vl"},
+      {cpu.avx512dq, "avx512dq"},
+      {cpu.os_avx512, "os_avx512"},
+      {cpu.avx512vnni, "avx512vnni"},
+      {cpu.avx512vbmi2, "avx512vbmi2"},
+      {cpu.avxvnni, "avxvnni"},
+      {cpu.neon, "neon"},
+      {cpu.fp16, "fp16"},
+      {cpu.dotprod, "dotprod"},
+      {cpu.i8mm, "i8mm"},
+  };
+  std::string names;
+  for (const auto& [has, name] : all) {
+    if (!has) continue;
+    if (!names.empty()) names += ' ';
+    names += name;
+  }
+  return names;
 }
 
 bool cpu_supports(Isa isa, const CpuFeatures& cpu) {
@@ -131,6 +123,7 @@ Isa choose_isa(const char* requested, const CpuFeatures& cpu) {
   }
   if (cpu_supports(Isa::kAvx512, cpu)) return Isa::kAvx512;
   if (cpu_supports(Isa::kAvx2, cpu)) return Isa::kAvx2;
+  if (cpu_supports(Isa::kNeon, cpu)) return Isa::kNeon;
   return Isa::kScalar;
 }
 
@@ -141,19 +134,9 @@ Isa detect_isa() {
 const Kernels& kernels_for(Isa isa) {
   std::string missing = missing_features(isa, cpu_features());
   if (!missing.empty()) fail<UsageError>("{} kernels: this CPU lacks {}", isa_name(isa), missing);
-  switch (isa) {
-#if defined(__x86_64__)
-    case Isa::kAvx512:
-      return detail::avx512_kernels();
-    case Isa::kAvx2:
-      return detail::avx2_kernels();
-#else
-    case Isa::kNeon:
-      return detail::neon_kernels();
-#endif
-    default:
-      return detail::scalar_kernels();
-  }
+  // A table the CPU can run belongs to the build's family (the check above refuses the others).
+  if (const Kernels* k = detail::family_kernels(isa)) return *k;
+  return detail::scalar_kernels();
 }
 
 }  // namespace waste

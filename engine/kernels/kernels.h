@@ -1,10 +1,12 @@
 // The numeric kernels: trunk matrix products and the VQ lookup-table expert rows (docs/FORMAT.md
-// §8). Every kernel exists as a scalar reference and as SIMD variants; one table is chosen at run
-// time by CPUID. Kernels are single-threaded over a row range: callers split rows across threads,
-// so results never depend on the thread count.
+// §8). Every kernel exists as a scalar reference and as SIMD variants for each CPU family (x86_64:
+// AVX2, AVX-512; arm64: NEON); one table is chosen at run time from what the CPU reports. Kernels
+// are single-threaded over a row range: callers split rows across threads, so results never depend
+// on the thread count.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "engine/kernels/matrix.h"
 
@@ -14,19 +16,28 @@ enum class Isa { kScalar, kAvx2, kAvx512, kNeon };
 
 const char* isa_name(Isa isa);
 
-// The best instruction set this CPU supports. WASTE_ISA=scalar|avx2|avx512 lowers the choice
+// The best instruction set this CPU supports. WASTE_ISA=scalar|avx2|avx512|neon lowers the choice
 // (asking for more than the CPU has is an error naming what is missing).
 Isa detect_isa();
 bool cpu_supports(Isa isa);
 
-// What CPUID and XGETBV report; the pieces an instruction set needs, so errors can name them.
+// What the CPU reports (x86_64: CPUID and XGETBV; arm64: the OS, from the platform layer); the
+// pieces an instruction set needs, so errors can name them. A CPU of one family has none of the
+// other's.
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, os_avx = false;  // os_*: XCR0 saves the state
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, os_avx512 = false;
   // Not part of any Isa: only the VQ encoder's integer screens use them (vq_select_x86.cpp).
   bool avx512vnni = false, avx512vbmi2 = false, avxvnni = false;
+  // arm64: Advanced SIMD (every arm64 CPU; kNeon needs it), half-precision vector arithmetic
+  // (Armv8.2 FP16), SDOT/UDOT (Armv8.2 DotProd) and the 8-bit matrix multiplies (Armv8.6 I8MM).
+  bool neon = false, fp16 = false, dotprod = false, i8mm = false;
 };
+// Defined once per CPU family (isa_x86.cpp, isa_arm64.cpp; the build compiles its target's).
 CpuFeatures cpu_features();
+// The features `cpu` has, by their usual names, space separated ("avx2 fma f16c ...", "neon
+// dotprod ..."), for the daemon's and the benchmark's reports.
+std::string cpu_feature_names(const CpuFeatures& cpu);
 bool cpu_supports(Isa isa, const CpuFeatures& cpu);
 // detect_isa's choice for a WASTE_ISA value (null or empty: unset) on a CPU with `cpu`.
 Isa choose_isa(const char* requested, const CpuFeatures& cpu);
@@ -111,6 +122,9 @@ const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();
 const Kernels& neon_kernels();
+// The table of `isa` when it is one of the build's CPU family (isa_x86.cpp, isa_arm64.cpp), else
+// null: only that file names the family's tables, so a build links just the ones it compiled.
+const Kernels* family_kernels(Isa isa);
 }  // namespace detail
 
 }  // namespace waste
