@@ -56,4 +56,7 @@ set(ENV{PKG_CONFIG_LIBDIR}
     "${WASTE_ARM64_ROOT}/usr/lib/aarch64-linux-gnu/pkgconfig:${WASTE_ARM64_ROOT}/usr/share/pkgconfig")
 
 get_filename_component(_waste_checkout "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
-set(CMAKE_CROSSCOMPILING_EMULATOR "${_waste_checkout}/scripts/emulate;arm64")
+# The root is named to the emulator, not found again from $HOME: a program runs against the root
+# it was linked with, even where a test gives the daemon a HOME or XDG_CACHE_HOME of its own.
+set(CMAKE_CROSSCOMPILING_EMULATOR
+    "/usr/bin/env;WASTE_ARM64_ROOT=${WASTE_ARM64_ROOT};${_waste_checkout}/scripts/emulate;arm64")
