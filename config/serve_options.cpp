@@ -147,7 +147,8 @@ const std::vector<ServeOption>& options() {
         {{"--model-name", "WASTE_MODEL_NAME", "model_name", "model id in /v1/models"},
          [](ServeOptions& o, const std::string& v) { o.model_name = v; }},
         {{"--model-alias", "WASTE_MODEL_ALIAS", "model_alias",
-          "another name requests may use for the model (repeatable, or comma-separated)"},
+          "another name requests may use for the model (repeatable, or comma-separated); '*' "
+          "answers any name. Replies carry the name the request gave"},
          [](ServeOptions& o, const std::string& v) {
            for (std::string& a : option_list(v)) o.model_aliases.push_back(std::move(a));
          }},

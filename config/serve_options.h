@@ -48,10 +48,14 @@ struct ServeOptions {
   int64_t max_image_patches = 0;  // per image; 0: the container's vision.json max_patches
   bool allow_tga_psd = false;     // TGA (declared as image/x-tga) and PSD images
   std::string model_name;         // id reported by /v1/models; default: the folder name
-  // Other names requests may give the served model (an agent's "claude-..." or "gpt-...").
+  // Other names requests may give the served model (an agent's "claude-..." or "gpt-..."); the
+  // alias kAnyModel lets every name through. A reply carries the name its request gave.
   std::vector<std::string> model_aliases;
   std::string log_level = "info";
 };
+
+// The model alias that answers any model name (agents change theirs from version to version).
+inline constexpr char kAnyModel[] = "*";
 
 // $XDG_CACHE_HOME/waste, else ~/.cache/waste; empty when neither variable is set.
 std::string default_prompt_cache_dir();

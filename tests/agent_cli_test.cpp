@@ -17,9 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A one-turn `codex exec` completes: the provider's key is sent as a bearer token, the turn is
-// one Responses request with Codex's own instructions, tools and --output-schema, and the final
-// message Codex prints is the schema's value. The daemon's seed makes the run repeatable; on
+// A one-turn `codex exec` with the README's config.toml completes: the provider's key is sent as a
+// bearer token, the turn is one Responses request with Codex's own instructions, tools and
+// --output-schema, and the final message Codex prints is the schema's value. The daemon's seed makes the run repeatable; on
 // random weights a reply that calls one of Codex's tools instead is served the same way (Codex
 // runs it and asks again), so the test checks what the user sees, not which path the noise took.
 TEST(AgentCli, CodexExecCompletesOneTurnThroughTheResponsesApi) {
@@ -31,23 +31,19 @@ TEST(AgentCli, CodexExecCompletesOneTurnThroughTheResponsesApi) {
                                "test-key", "--thinking", "false", "--seed", "1"});
   fs::create_directories(dir / "home");
   fs::create_directories(dir / "work");
-  test::write_file(dir / "home/config.toml",
-                   "model = \"k3\"\n"
-                   "model_provider = \"waste\"\n"
-                   "[model_providers.waste]\n"
-                   "name = \"waste\"\n"
-                   "base_url = \"http://127.0.0.1:" +
-                       std::to_string(d->port()) +
-                       "/v1\"\n"
-                       "wire_api = \"responses\"\n"
-                       "env_key = \"WASTE_TEST_KEY\"\n");
+  // README.md's config.toml as written, only the port changed; its env_key names the variable
+  // that holds the daemon's key.
+  test::write_file(
+      dir / "home/config.toml",
+      test::readme_snippet("codex-config",
+                           {{"127.0.0.1:8000", "127.0.0.1:" + std::to_string(d->port())}}));
   test::write_file(dir / "schema.json",
                    R"({"type":"object","properties":{"answer":{"type":"string","enum":["hi"]}},)"
                    R"("required":["answer"],"additionalProperties":false})");
   const std::string cmd =
       "cd " + (dir / "work").string() + " && CODEX_HOME=" + (dir / "home").string() +
       // perl's alarm bounds the run on any OS (macOS has no timeout(1)).
-      " WASTE_TEST_KEY=test-key perl -e 'alarm shift; exec @ARGV' 900 " + codex.string() +
+      " WASTE_API_KEY=test-key perl -e 'alarm shift; exec @ARGV' 900 " + codex.string() +
       " exec --skip-git-repo-check -c include_environment_context=false"
       " --output-schema " +
       (dir / "schema.json").string() + " --output-last-message " + (dir / "last.txt").string() +

@@ -16,6 +16,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -417,7 +418,7 @@ TEST_F(HttpTest, WrongMethodIs405WithAllow) {
   auto r = c.request("POST", "/health", "{}");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->result_int(), 405);
-  EXPECT_EQ(field(*r, "Allow"), "GET");
+  EXPECT_EQ(field(*r, "Allow"), "GET, HEAD");
   ASSERT_TRUE(parse_error(r->body()));
   r = c.request("DELETE", "/echo");
   ASSERT_TRUE(r);
@@ -425,6 +426,70 @@ TEST_F(HttpTest, WrongMethodIs405WithAllow) {
   EXPECT_EQ(field(*r, "Allow"), "POST, PUT");
   // The connection survives both errors.
   EXPECT_EQ(status_of(c.request("GET", "/health")), 200);
+}
+
+// The bytes of one response's header block (its status line to the blank line), with the values
+// of Date (two responses a second apart differ there) and Content-Length blanked.
+std::string header_block(const std::string& bytes) {
+  std::string h = bytes.substr(0, bytes.find("\r\n\r\n") + 4);
+  for (const char* name : {"\r\nDate: ", "\r\nContent-Length: "}) {
+    const size_t at = h.find(name);
+    if (at == std::string::npos) continue;
+    const size_t value = at + std::strlen(name);
+    h.replace(value, h.find("\r\n", value) - value, "-");
+  }
+  return h;
+}
+
+// A HEAD is answered with exactly the header block GET's answer has, and not one byte after it,
+// on every kind of answer: a route's, a stream's, an unknown path's 404, a wrong method's 405, a
+// failed handler's 500. Its Content-Length is the length its body would have had: GET's, with
+// the method named where an error names it. The GET that follows on the same connection is then
+// read from its status line (with a body after the HEAD's header, a client takes that body for
+// the next response: curl's "Excess found", Node's HPE_INVALID_CONSTANT).
+TEST_F(HttpTest, HeadAnswersGetsHeadersWithoutTheBody) {
+  start();
+  Client c(port_);
+  ASSERT_TRUE(c.connected());
+  for (const char* path : {"/health", "/nope", "/echo", "/throw", "/sse"}) {
+    SCOPED_TRACE(path);
+    c.buf.clear();
+    ASSERT_TRUE(c.send(std::string("HEAD ") + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    ASSERT_TRUE(c.read_until("\r\n\r\n"));
+    const std::string head = c.buf.substr(0, c.buf.find("\r\n\r\n") + 4);
+    c.buf.erase(0, head.size());
+    ASSERT_TRUE(c.send(std::string("GET ") + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    ASSERT_TRUE(c.read_until("\r\n\r\n"));
+    ASSERT_TRUE(c.buf.starts_with("HTTP/1.1 ")) << "after the HEAD's header: " << c.buf;
+    const std::string get = c.buf;
+    auto r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(header_block(head), header_block(get));
+    if (r->chunked()) continue;  // the stream: framed by chunks, no Content-Length
+    std::string body = r->body();
+    if (const size_t at = body.find("GET "); at != std::string::npos) body.replace(at, 3, "HEAD");
+    EXPECT_NE(head.find("\r\nContent-Length: " + std::to_string(body.size()) + "\r\n"),
+              std::string::npos)
+        << head;
+  }
+  // The connection is still in step: a POST's body comes back whole.
+  auto echo = c.request("POST", "/echo", "after");
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(echo->body(), "after");
+}
+
+// A HEAD that is refused before its route (no API key) has no body either.
+TEST_F(HttpTest, ARefusedHeadHasNoBody) {
+  Options o = options();
+  o.api_key = "k";
+  start(std::move(o));
+  Client c(port_);
+  ASSERT_TRUE(c.send("HEAD /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  ASSERT_TRUE(c.read_until("\r\n\r\n"));
+  EXPECT_TRUE(c.buf.starts_with("HTTP/1.1 401 ")) << c.buf;
+  ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  ASSERT_TRUE(c.read_until("{\"status\":\"ok\"}"));
+  EXPECT_EQ(c.buf.find("HTTP/1.1 200 "), c.buf.find("\r\n\r\n") + 4) << c.buf;
 }
 
 Options small_body() {

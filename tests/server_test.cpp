@@ -645,6 +645,156 @@ TEST_F(ServerTest, ZodSchemasThroughTheSdksValidate) {
   EXPECT_NE(out.find("structured sdks: ok"), std::string::npos) << out;
 }
 
+// Node's http client reads HEAD answers on a kept-alive socket (tests/e2e/head_keepalive.mjs): a
+// HEAD's body would be read as the next response's status line (HPE_INVALID_CONSTANT), which broke
+// any Node-based probe or proxy in front of the daemon (Claude Code 2.1.197 sends HEAD / first).
+TEST_F(ServerTest, NodesHttpClientReadsHeadAnswersOnAKeptAliveSocket) {
+  auto d = start({kl(), "--api-key", "test-key"});
+  std::string out;
+  const std::string cmd = "node " + (test::source_dir() / "tests/e2e/head_keepalive.mjs").string() +
+                          " http://127.0.0.1:" + std::to_string(d->port());
+  EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
+  EXPECT_NE(out.find("head keep-alive: ok"), std::string::npos) << out;
+}
+
+// Agents send their own model names. The served id and each alias are answered under the name
+// asked for, by /v1/models/{name} and in the `model` of every API's reply, streamed or not;
+// --model-alias '*' answers any name; without it, any other name is a 404 everywhere.
+TEST_F(ServerTest, ModelNamesAreEchoedAndTheStarAliasAnswersAny) {
+  auto echoes = [&](int port, const std::string& name, const std::string& path_name) {
+    SCOPED_TRACE(name);
+    HttpResponse m = http_request(port, "GET", "/v1/models/" + path_name);
+    ASSERT_EQ(m.status, 200) << m.body;
+    EXPECT_EQ(str(parse(m.body)["id"]), name);
+    const std::string hi = R"("messages":[{"role":"user","content":"hi"}],"max_tokens":1)";
+    const std::string quoted = "\"" + name + "\"";
+    for (const char* stream : {"false", "true"}) {
+      SCOPED_TRACE(stream);
+      const std::string tail = std::string(R"(,"stream":)") + stream + "}";
+      HttpResponse c = http_request(port, "POST", "/v1/chat/completions",
+                                    "{\"model\":" + quoted + "," + hi + tail);
+      ASSERT_EQ(c.status, 200) << c.body;
+      const std::string chat = stream[0] == 't' ? c.events().front() : c.body;
+      EXPECT_EQ(str(parse(chat)["model"]), name) << chat;
+      HttpResponse r =
+          http_request(port, "POST", "/v1/responses",
+                       "{\"model\":" + quoted + R"(,"input":"hi","max_output_tokens":1)" + tail);
+      ASSERT_EQ(r.status, 200) << r.body;
+      simdjson::dom::element resp =
+          stream[0] == 't' ? parse(r.events().front())["response"].value() : parse(r.body);
+      EXPECT_EQ(str(resp["model"]), name) << r.body;
+      HttpResponse a =
+          http_request(port, "POST", "/v1/messages", "{\"model\":" + quoted + "," + hi + tail);
+      ASSERT_EQ(a.status, 200) << a.body;
+      simdjson::dom::element msg =
+          stream[0] == 't' ? parse(a.events().front())["message"].value() : parse(a.body);
+      EXPECT_EQ(str(msg["model"]), name) << a.body;
+    }
+  };
+  {
+    auto d = start({kl(), "--model-name", "kl", "--model-alias", "claude-sonnet-4-5"});
+    echoes(d->port(), "kl", "kl");
+    echoes(d->port(), "claude-sonnet-4-5", "claude-sonnet-4-5");
+    // No name: the served id.
+    HttpResponse c =
+        http_request(d->port(), "POST", "/v1/chat/completions",
+                     R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1})");
+    ASSERT_EQ(c.status, 200) << c.body;
+    EXPECT_EQ(str(parse(c.body)["model"]), "kl");
+    // Any other name is refused, and the refusal says how to serve it.
+    const std::string other = R"("model":"claude-opus-5-5","max_tokens":1,)";
+    for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+             {"/v1/chat/completions",
+              "{" + other + R"("messages":[{"role":"user","content":"hi"}]})"},
+             {"/v1/responses", R"({"model":"claude-opus-5-5","input":"hi"})"},
+             {"/v1/messages", "{" + other + R"("messages":[{"role":"user","content":"hi"}]})"}}) {
+      HttpResponse r = http_request(d->port(), "POST", path, body);
+      EXPECT_EQ(r.status, 404) << path << ": " << r.body;
+      EXPECT_NE(r.body.find("--model-alias '*' answers any name"), std::string::npos) << r.body;
+    }
+    EXPECT_EQ(http_request(d->port(), "GET", "/v1/models/claude-opus-5-5").status, 404);
+  }
+  auto d = start({kl(), "--model-name", "kl", "--model-alias", "*"});
+  echoes(d->port(), "claude-opus-5-5", "claude-opus-5-5");
+  echoes(d->port(), "claude-opus-4-8[1m]", "claude-opus-4-8%5B1m%5D");
+  // The list still names the served model alone.
+  HttpResponse list = http_request(d->port(), "GET", "/v1/models");
+  EXPECT_EQ(str(parse(list.body)["data"].at(0)["id"]), "kl");
+  EXPECT_EQ(parse(list.body)["data"].get_array().value().size(), 1u);
+}
+
+// The client configurations README.md shows are the ones run here, read out of it at their
+// `<!-- test: NAME -->` markers with only the port and the key put in (Codex's runs in
+// tests/agent_cli_test.cpp): opencode's and Continue's through the chat completions they send,
+// Claude Code's environment through the Anthropic SDK, which reads the same variables, with the
+// default model names of two Claude Code versions against --model-alias '*'.
+TEST_F(ServerTest, TheReadmesClientConfigurationsWorkAsWritten) {
+  test::TempDir dir;
+  const std::string e2e = (test::source_dir() / "tests/e2e").string();
+  // The daemon's port for 8000, the test's key for the README's KEY in `key_line`.
+  auto substitutions = [](int port, const std::string& key_line) {
+    const size_t key = key_line.rfind("KEY");
+    return std::vector<std::pair<std::string, std::string>>{
+        {"127.0.0.1:8000", "127.0.0.1:" + std::to_string(port)},
+        {key_line, key_line.substr(0, key) + "test-key" + key_line.substr(key + 3)}};
+  };
+  std::string out;
+  {
+    auto d = start({kl(), "--model-name", "k3", "--api-key", "test-key"});
+    test::write_file(
+        dir / "opencode.json",
+        test::readme_snippet("opencode-config", substitutions(d->port(), R"("apiKey": "KEY")")));
+    EXPECT_EQ(test::run_command("node " + e2e + "/readme_clients.mjs opencode " +
+                                    (dir / "opencode.json").string(),
+                                &out),
+              0)
+        << out << d->log();
+    EXPECT_NE(out.find("readme opencode: ok"), std::string::npos) << out;
+    test::write_file(
+        dir / "continue.yaml",
+        test::readme_snippet("continue-config", substitutions(d->port(), "apiKey: KEY")));
+    // YAML read by Python's yaml module (python3-yaml), handed on as JSON.
+    ASSERT_EQ(test::run_command("/usr/bin/python3 -c 'import json, sys, yaml; "
+                                "json.dump(yaml.safe_load(sys.stdin), sys.stdout)' < " +
+                                    (dir / "continue.yaml").string() + " > " +
+                                    (dir / "continue.json").string(),
+                                &out),
+              0)
+        << out;
+    EXPECT_EQ(test::run_command("node " + e2e + "/readme_clients.mjs continue " +
+                                    (dir / "continue.json").string(),
+                                &out),
+              0)
+        << out << d->log();
+    EXPECT_NE(out.find("readme continue: ok"), std::string::npos) << out;
+  }
+  auto d = start({kl(), "--api-key", "test-key", "--model-alias", "*"});
+  test::write_file(
+      dir / "claude.sh",
+      test::readme_snippet("claude-code-env", substitutions(d->port(), "ANTHROPIC_API_KEY=KEY")));
+  EXPECT_EQ(test::run_command(". " + (dir / "claude.sh").string() + " && node " + e2e +
+                                  "/readme_clients.mjs claude-code claude-opus-5-5 "
+                                  "'claude-opus-4-8[1m]' claude-haiku-4-5",
+                              &out),
+            0)
+      << out << d->log();
+  EXPECT_NE(out.find("readme claude-code: ok"), std::string::npos) << out;
+}
+
+// The quick start's curl line, as README.md shows it, streams a reply.
+TEST_F(ServerTest, TheReadmesCurlLineStreams) {
+  auto d = start({kl()});
+  std::string out;
+  ASSERT_EQ(test::run_command(
+                test::readme_snippet(
+                    "curl-chat", {{"127.0.0.1:8000", "127.0.0.1:" + std::to_string(d->port())}}),
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"finish_reason\":\"length\""), std::string::npos) << out;
+  EXPECT_NE(out.find("data: [DONE]"), std::string::npos) << out;
+}
+
 TEST_F(ServerTest, BadOptionsAreRefusedAtStart) {
   std::string out;
   EXPECT_EQ(test::run_command(test::waste_binary().string() + " serve --port 99999", &out), 2);

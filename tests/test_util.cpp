@@ -6,6 +6,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -56,6 +57,41 @@ std::string read_file(const std::filesystem::path& p) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+std::string readme_snippet(const std::string& name,
+                           const std::vector<std::pair<std::string, std::string>>& substitutions) {
+  const std::string readme = read_file(source_dir() / "README.md");
+  const std::string marker = "<!-- test: " + name + " -->\n";
+  const size_t at = readme.find(marker);
+  if (at == std::string::npos)
+    throw std::runtime_error("README.md has no '" + marker.substr(0, marker.size() - 1) + "'");
+  // The fence is the next line; its indentation (a list item's) is taken off every line.
+  std::istringstream lines(readme.substr(at + marker.size()));
+  std::string line;
+  std::getline(lines, line);
+  const size_t indent = line.find_first_not_of(' ');
+  if (indent == std::string::npos || line.compare(indent, 3, "```") != 0)
+    throw std::runtime_error("README.md: no fenced block after the marker of '" + name + "'");
+  std::string text;
+  bool closed = false;
+  while (std::getline(lines, line)) {
+    const size_t first = line.find_first_not_of(' ');
+    if (first == indent && line.compare(first, 3, "```") == 0) {
+      closed = true;
+      break;
+    }
+    text += line.substr(std::min(indent, first == std::string::npos ? line.size() : first)) + "\n";
+  }
+  if (!closed) throw std::runtime_error("README.md: the block of '" + name + "' is not closed");
+  for (const auto& [from, to] : substitutions) {
+    size_t pos = text.find(from);
+    if (pos == std::string::npos)
+      throw std::runtime_error("README.md: the block of '" + name + "' has no '" + from + "'");
+    for (; pos != std::string::npos; pos = text.find(from, pos + to.size()))
+      text.replace(pos, from.size(), to);
+  }
+  return text;
 }
 
 std::string long_request(const std::filesystem::path& container, int max_tokens, bool stream) {

@@ -65,6 +65,14 @@ std::string read_file(const std::filesystem::path& p);
 std::string long_request(const std::filesystem::path& container, int max_tokens, bool stream);
 void write_file(const std::filesystem::path& p, const std::string& bytes);
 
+// The fenced block that follows the line "<!-- test: NAME -->" in README.md, without its fences
+// and their indentation, with each (from, to) replaced: the configurations the README shows are
+// the ones the tests run. Throws std::runtime_error when the marker, its block or a `from` is
+// missing, so the README cannot drift from a test unnoticed.
+std::string readme_snippet(
+    const std::string& name,
+    const std::vector<std::pair<std::string, std::string>>& substitutions = {});
+
 // Polls `pred` every few milliseconds until it holds or `timeout` passes; whether it held.
 bool eventually(const std::function<bool()>& pred,
                 std::chrono::milliseconds timeout = std::chrono::seconds(10));

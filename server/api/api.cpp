@@ -37,6 +37,30 @@ std::string random_id(const char* prefix) {
   return fmt::format("{}{:016x}{:08x}", prefix, gen(), (uint32_t)gen());
 }
 
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A path segment with its %XX escapes decoded (a client asks for "claude-opus-4-8%5B1m%5D"); a
+// '%' that starts no escape stays as it is.
+std::string percent_decoded(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const int hi = s[i] == '%' && i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
+    const int lo = hi >= 0 ? hex_value(s[i + 2]) : -1;
+    if (lo < 0) {
+      out += s[i];
+      continue;
+    }
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -198,17 +222,19 @@ void Api::models(const http::Request&, Writer w) {
   w->send(200, kJson, models_json(model_->id, created_, model_->host.ctx()));
 }
 
-// The model object for the served id or an alias; 404 in OpenAI's shape for any other.
+// The model object for the served id or an alias, under the name asked for; 404 in OpenAI's shape
+// for any other.
 void Api::model(const http::Request& r, Writer w) {
   if (not_ready(w)) return;
-  const std::string id = r.path.substr(std::string("/v1/models/").size());
+  const std::string id = percent_decoded(r.path.substr(std::string("/v1/models/").size()));
+  std::string name;
   try {
     if (id.empty()) throw ApiError(404, "the model '' does not exist", "model", "model_not_found");
-    check_model(*model_, id);
+    name = reply_model(*model_, id);
   } catch (const ApiError& e) {
     return send_api_error(*w, e);
   }
-  w->send(200, kJson, model_json(model_->id, created_, model_->host.ctx()));
+  w->send(200, kJson, model_json(name, created_, model_->host.ctx()));
 }
 
 void Api::metrics(const http::ServerStats& http, const Writer& w) {
@@ -220,9 +246,9 @@ RequestLimits Api::limits() const {
   return {model_->host.model().config().vocab, opt_.max_tokens, opt_.max_n};
 }
 
-// The job every chat-shaped API submits: the model checked, the conversation rendered.
+// The job every chat-shaped API submits, the conversation rendered (its model checked first, by
+// reply_model()).
 Job Api::chat_job_for(const Conversation& c, const GenerationParams& p, const char* id_prefix) {
-  check_model(*model_, p.model);
   Job job = chat_job(*model_, opt_, c, p);
   job.id = random_id(id_prefix);
   return job;
@@ -232,8 +258,9 @@ Job Api::chat_job_for(const Conversation& c, const GenerationParams& p, const ch
 void Api::chat(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
   ChatCompletionRequest req = parse_chat_completion(body, limits());
+  const std::string model = reply_model(m, req.params.model);
   Job job = chat_job_for(req.conversation, req.params, "chatcmpl-");
-  ResponseHeader header{job.id, unix_now(), m.id, ""};
+  ResponseHeader header{job.id, unix_now(), model, ""};
   OpenAiSinkOptions so;
   so.stream = req.params.stream;
   so.include_usage = req.params.include_usage;
@@ -247,14 +274,14 @@ void Api::chat(const std::string& body, const Writer& w) {
 void Api::completions(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
   CompletionRequest req = parse_completion(body, limits());
-  check_model(m, req.params.model);
+  const std::string model = reply_model(m, req.params.model);
   std::vector<int32_t> prompt = std::move(req.ids);
   // A raw prompt is the client's whole input, template markers included, so specials count.
   if (req.text)
     for (int id : m.format.tokenizer().encode_markup(*req.text)) prompt.push_back(id);
   Job job = completion_job(m, opt_, prompt, req.params);
   job.id = random_id("cmpl-");
-  ResponseHeader header{job.id, unix_now(), m.id, ""};
+  ResponseHeader header{job.id, unix_now(), model, ""};
   OpenAiSinkOptions so;
   so.chat = false;
   so.stream = req.params.stream;
@@ -270,11 +297,12 @@ void Api::completions(const std::string& body, const Writer& w) {
 void Api::responses(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
   ResponsesRequest req = parse_responses_request(body, limits());
+  const std::string model = reply_model(m, req.params.model);
   Job job = chat_job_for(req.conversation, req.params, "resp_");
   ResponseObject header;
   header.id = job.id;
   header.created_at = unix_now();
-  header.model = m.id;
+  header.model = model;
   header.instructions = req.instructions;
   job.sink = std::make_unique<ResponsesSink>(w, std::move(header), req.params.stream);
   submit(std::move(job));
@@ -284,12 +312,13 @@ void Api::responses(const std::string& body, const Writer& w) {
 void Api::messages(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
   MessagesRequest req = parse_messages_request(body, limits());
+  const std::string model = reply_model(m, req.params.model);
   Job job = chat_job_for(req.conversation, req.params, "msg_");
   AnthropicSinkOptions so;
   so.stream = req.params.stream;
   so.prompt_tokens = (int64_t)job.input.prompt.size();
   so.omit_thinking = req.omit_thinking;
-  job.sink = std::make_unique<AnthropicSink>(w, AnthropicHeader{job.id, m.id}, so);
+  job.sink = std::make_unique<AnthropicSink>(w, AnthropicHeader{job.id, model}, so);
   submit(std::move(job));
 }
 
@@ -297,7 +326,7 @@ void Api::messages(const std::string& body, const Writer& w) {
 void Api::count_tokens(const std::string& body, const Writer& w) {
   const ServingModel& m = *model_;
   MessagesRequest req = parse_count_tokens_request(body);
-  check_model(m, req.params.model);
+  reply_model(m, req.params.model);  // a name not served is a 404 here too
   w->send(200, kJson, count_tokens_json(prompt_tokens(m, opt_, req.conversation)));
 }
 

@@ -91,14 +91,16 @@ std::unique_ptr<TokenConstraint> reply_constraint(const ServingModel& m, const C
 
 }  // namespace
 
-void check_model(const ServingModel& m, const std::string& model) {
-  if (model.empty() || model == m.id ||
-      std::find(m.aliases.begin(), m.aliases.end(), model) != m.aliases.end())
-    return;
+std::string reply_model(const ServingModel& m, const std::string& model) {
+  if (model.empty()) return m.id;
+  const auto aliased = [&](std::string_view name) {
+    return std::find(m.aliases.begin(), m.aliases.end(), name) != m.aliases.end();
+  };
+  if (model == m.id || aliased(model) || aliased(kAnyModel)) return model;
   throw ApiError(
       404,
       fmt::format("the model '{}' does not exist; this server serves '{}' (--model-alias "
-                  "adds other names for it)",
+                  "adds other names for it, --model-alias '*' answers any name)",
                   model, m.id),
       "model", "model_not_found");
 }

@@ -24,8 +24,10 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
 Job completion_job(const ServingModel& m, const ServeOptions& opt, std::vector<int32_t> prompt,
                    const GenerationParams& p);
 
-// 404 unless `model` is empty, the served model's id or one of its aliases.
-void check_model(const ServingModel& m, const std::string& model);
+// The model name a reply to a request for `model` carries: the name the client sent when it is
+// the served model's id or one of its aliases (any name, with the alias "*"), the served id when
+// it sent none; a 404 for any other name.
+std::string reply_model(const ServingModel& m, const std::string& model);
 
 // The prompt's length as chat_job() would render it (images included), for count_tokens.
 int64_t prompt_tokens(const ServingModel& m, const ServeOptions& opt, const Conversation& c);

@@ -492,7 +492,7 @@ void Connection::refuse(int status, const std::string& message, const std::strin
   h += cors_headers_;
   if (status == 503) h += "Retry-After: 1\r\n";
   h += "Connection: close\r\n\r\n";
-  h += body;
+  if (request_.method != "HEAD") h += body;
   enqueue(Out(std::move(h), nullptr, 0, true));
 }
 
@@ -520,6 +520,7 @@ void Connection::dispatch() {
   request_.remote = remote_;
   keep_alive_ = msg.keep_alive() && !shared_->stopping;
   http10_ = msg.version() < 11;
+  head_ = request_.method == "HEAD";
   close_delimited_ = false;
 
   cors_headers_ = shared_->policy.cors_headers(header(request_, "origin"));
@@ -547,15 +548,32 @@ RouteTable::const_iterator find_route(const RouteTable& routes, const std::strin
   return routes.end();
 }
 
+// The methods a path takes, for Allow: HEAD wherever GET is.
+std::string allowed_methods(const std::map<std::string, Handler>& handlers) {
+  std::string out;
+  for (const auto& [m, h] : handlers) {
+    out += (out.empty() ? "" : ", ") + m;
+    if (m == "GET" && !handlers.contains("HEAD")) out += ", HEAD";
+  }
+  return out;
+}
+
+// The handler for `method`; a HEAD is GET's, whose body the connection leaves out.
+const Handler* find_handler(const std::map<std::string, Handler>& handlers,
+                            const std::string& method) {
+  auto it = handlers.find(method);
+  if (it == handlers.end() && method == "HEAD") it = handlers.find("GET");
+  return it == handlers.end() ? nullptr : &it->second;
+}
+
 }  // namespace
 
 void Connection::route(const std::shared_ptr<Writer>& w) {
   const Request& r = request_;
   const auto path_it = find_route(shared_->routes, r.path);
 
-  std::string methods;
-  if (path_it != shared_->routes.end())
-    for (const auto& [m, h] : path_it->second) methods += (methods.empty() ? "" : ", ") + m;
+  const std::string methods =
+      path_it == shared_->routes.end() ? "" : allowed_methods(path_it->second);
   if (std::optional<PolicyAnswer> a = shared_->policy.check(r, methods)) {
     if (a->refusal)
       w->send(a->status, kJson,
@@ -572,8 +590,8 @@ void Connection::route(const std::shared_ptr<Writer>& w) {
                                 "not_found"));
     return;
   }
-  const auto method_it = path_it->second.find(r.method);
-  if (method_it == path_it->second.end()) {
+  const Handler* handler = find_handler(path_it->second, r.method);
+  if (!handler) {
     w->send(405, kJson,
             shared_->error_body(
                 r.path, 405,
@@ -584,7 +602,7 @@ void Connection::route(const std::shared_ptr<Writer>& w) {
   }
 
   try {
-    method_it->second(r, w);
+    (*handler)(r, w);
   } catch (const std::exception& e) {
     spdlog::error("http: handler for {} {} threw: {}", r.method, r.path, e.what());
     w->fail(fmt::format("internal error: {}", e.what()));
@@ -677,7 +695,7 @@ void Connection::on_response(const std::shared_ptr<Exchange>& ex, PlainResponse 
   append_extra(&h, r.extra);
   if (!keep_alive_) h += "Connection: close\r\n";
   h += "\r\n";
-  if (no_body) r.body.clear();
+  if (no_body || head_) r.body.clear();
   enqueue(Out(std::move(h)));
   enqueue(Out(std::move(r.body), ex, credit, true));
 }
@@ -700,13 +718,14 @@ void Connection::on_events_start(const std::shared_ptr<Exchange>& ex) {
 
 void Connection::on_event(const std::shared_ptr<Exchange>& ex, std::string text) {
   const size_t credit = text.size();
-  if (!current(ex)) return ex->drained(credit);
+  if (!current(ex) || head_) return ex->drained(credit);
   enqueue(Out(close_delimited_ ? std::move(text) : chunk(text), ex, credit));
 }
 
 void Connection::on_events_end(const std::shared_ptr<Exchange>& ex) {
   if (!current(ex)) return;
-  enqueue(Out(close_delimited_ ? std::string() : std::string("0\r\n\r\n"), ex, 0, true));
+  const bool last_chunk = !close_delimited_ && !head_;
+  enqueue(Out(last_chunk ? std::string("0\r\n\r\n") : std::string(), ex, 0, true));
 }
 
 void Connection::enqueue(Out out) {

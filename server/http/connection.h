@@ -212,6 +212,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<Connection> responding_;
   bool keep_alive_ = false;
   bool http10_ = false;
+  // A HEAD request: its response has the headers GET's would have, Content-Length included, and
+  // no body, so the next response on the connection is read from its first byte.
+  bool head_ = false;
   bool close_delimited_ = false;  // an event stream to an HTTP/1.0 client ends with the socket
   std::string cors_headers_;      // added to every response to the current request
   std::shared_ptr<Exchange> exchange_;

@@ -91,8 +91,10 @@ class Server {
   ~Server();
   // Routes are matched on method and exact path, or for a path ending in '/' (a prefix route,
   // "/v1/models/") on any longer path that starts with it, the longest such prefix winning;
-  // unknown paths get 404, a known path with another method gets 405. Handlers run on an I/O thread
-  // and must not block: hand long work to another thread and answer through the writer.
+  // unknown paths get 404, a known path with another method gets 405. A HEAD goes to the path's GET
+  // route, and every HEAD is answered with the headers (Content-Length included) and no body.
+  // Handlers run on an I/O thread and must not block: hand long work to another thread and answer
+  // through the writer.
   void route(const std::string& method, const std::string& path, Handler h);
   // Binds and starts serving; throws with a clear message if the address cannot be bound.
   void start();
