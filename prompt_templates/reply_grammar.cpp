@@ -32,4 +32,12 @@ int tool_arguments(Grammar& g, const Tool& tool, size_t index, const TypedArgume
   }
 }
 
+int tool_json_arguments(Grammar& g, const Tool& tool, size_t index) {
+  try {
+    return tool.parameters.empty() ? any_json_object(g) : compile_json_schema(g, tool.parameters);
+  } catch (const SchemaError& e) {
+    throw SchemaError(fmt::format("tools[{}].function.parameters: {}", index, e.what()));
+  }
+}
+
 }  // namespace waste
