@@ -687,47 +687,61 @@ TEST_F(ServerTest, EngineFailureMidStreamEndsTheStreamCleanly) {
   EXPECT_EQ(plain.status, 500) << plain.body;
 }
 
-TEST_F(ServerTest, OfficialOpenAINodeSdkChatsStreamsAndCallsTools) {
-  auto d = start({k3(), "--api-key", "test-key"});
+// The SDK suites run on each family: K3 (tiny K3) and Kimi K2's format (tiny Kimi-Linear). The
+// scripts are told the family for what differs: call ids, images, the think channel.
+class ServerSdkTest : public ServerTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string model() const { return GetParam() == "k3" ? k3() : kl(); }
+  std::string script(std::string_view name) const {
+    return (test::source_dir() / "tests/e2e" / name).string();
+  }
+};
+
+TEST_P(ServerSdkTest, OfficialOpenAINodeSdkChatsStreamsAndCallsTools) {
+  auto d = start({model(), "--api-key", "test-key"});
   std::string out;
-  std::string cmd = "node " + (test::source_dir() / "tests/e2e/openai_sdk.mjs").string() +
-                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
+  std::string cmd = "node " + script("openai_sdk.mjs") +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1 " + GetParam();
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("openai sdk: ok"), std::string::npos) << out;
 }
 
 // The Responses API through the official OpenAI SDK (tests/e2e/responses_sdk.mjs).
-TEST_F(ServerTest, OfficialOpenAISdkResponsesApi) {
-  auto d = start({k3(), "--api-key", "test-key"});
+TEST_P(ServerSdkTest, OfficialOpenAISdkResponsesApi) {
+  auto d = start({model(), "--api-key", "test-key"});
   std::string out;
-  std::string cmd = "node " + (test::source_dir() / "tests/e2e/responses_sdk.mjs").string() +
-                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
+  std::string cmd = "node " + script("responses_sdk.mjs") +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1 " + GetParam();
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("responses sdk: ok"), std::string::npos) << out;
 }
 
 // The Messages API through the official Anthropic SDK (tests/e2e/anthropic_sdk.mjs), with the
 // name Claude Code would send mapped onto the served model.
-TEST_F(ServerTest, OfficialAnthropicSdkCreatesStreamsCallsToolsAndCounts) {
-  auto d = start({k3(), "--api-key", "test-key", "--model-alias", "claude-sonnet-4-5"});
+TEST_P(ServerSdkTest, OfficialAnthropicSdkCreatesStreamsCallsToolsAndCounts) {
+  auto d = start({model(), "--api-key", "test-key", "--model-alias", "claude-sonnet-4-5"});
   std::string out;
-  std::string cmd = "node " + (test::source_dir() / "tests/e2e/anthropic_sdk.mjs").string() +
-                    " http://127.0.0.1:" + std::to_string(d->port()) + " claude-sonnet-4-5";
+  std::string cmd = "node " + script("anthropic_sdk.mjs") +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + " claude-sonnet-4-5 " +
+                    GetParam();
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("anthropic sdk: ok"), std::string::npos) << out;
 }
 
 // zod 4 schemas through the openai SDK's zodResponseFormat, the AI SDK and LangChain, each
 // result checked by zod; tool_choice "required" through the AI SDK (tests/e2e/structured_sdks.mjs).
-TEST_F(ServerTest, ZodSchemasThroughTheSdksValidate) {
-  auto d = start({k3(), "--api-key", "test-key", "--thinking", "false"});
+TEST_P(ServerSdkTest, ZodSchemasThroughTheSdksValidate) {
+  auto d = start({model(), "--api-key", "test-key", "--thinking", "false"});
   std::string out;
   std::string cmd = "AI_SDK_LOG_WARNINGS=false node --no-deprecation " +
-                    (test::source_dir() / "tests/e2e/structured_sdks.mjs").string() +
+                    script("structured_sdks.mjs") +
                     " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("structured sdks: ok"), std::string::npos) << out;
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, ServerSdkTest, ::testing::Values("k3", "k2"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST_F(ServerTest, BadOptionsAreRefusedAtStart) {
   std::string out;
