@@ -56,7 +56,10 @@ const tools = [{
     name: "get_weather",
     description: "Weather in a city",
     // Bounded, so that a call the grammar holds to it ends within the replies' token budget.
-    parameters: { type: "object", properties: { city: { type: "string", maxLength: 12 } }, required: ["city"] },
+    parameters: {
+      type: "object", properties: { city: { type: "string", maxLength: 12 } }, required: ["city"],
+      additionalProperties: false,
+    },
   },
 }];
 const withTools = await client.chat.completions.create({
