@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "engine/tokenizer/tokenizer.h"
@@ -29,5 +30,20 @@ int tool_arguments(Grammar& g, const Tool& tool, size_t index, const TypedArgume
 // arguments as JSON text): the `parameters` schema's values, any object when there is none.
 // Throws SchemaError naming tools[index].function.parameters.
 int tool_json_arguments(Grammar& g, const Tool& tool, size_t index);
+
+// Free text: any UTF-8 without special tokens, possibly empty (a think channel's reasoning).
+int free_text(Grammar& g);
+
+// The tool tool_choice names: its index in `c.tools`. Throws UsageError naming
+// tool_choice.function.name when no tool has that name.
+size_t named_tool(const Conversation& c);
+
+// One or more calls, then `end`: CALL(1) · ( CALL(2) · ( … CALL(most) · end ) | end ). A family's
+// call markup spells each call's position, so the calls are unrolled; `call(k)` builds the node
+// of the k-th (1-based).
+int call_sequence(Grammar& g, size_t most, const std::function<int(size_t k)>& call, int end);
+
+// How many calls one reply may make when parallel calls are allowed.
+inline constexpr size_t kMaxReplyCalls = 8;
 
 }  // namespace waste

@@ -22,11 +22,7 @@ int special_literal(Grammar& g, std::string_view name) {
 // `<think>` · free reasoning (no special tokens) · `</think>`, where the vocabulary has them.
 std::vector<int> think_channel(Grammar& g, const K2GrammarOptions& o) {
   if (!o.think_tokens) return {};
-  GrammarNode reasoning;
-  reasoning.kind = GrammarNode::Kind::kString;
-  reasoning.raw = true;
-  return {special_literal(g, k2::kThinkOpen), g.add(std::move(reasoning)),
-          special_literal(g, k2::kThinkClose)};
+  return {special_literal(g, k2::kThinkOpen), free_text(g), special_literal(g, k2::kThinkClose)};
 }
 
 // `<|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>`: the opening of a call,
@@ -40,12 +36,6 @@ std::string after_last_call() {
   return std::string(k2::kCallEnd) + std::string(k2::kSectionEnd) + std::string(k2::kEnd);
 }
 
-std::size_t named_tool(const Conversation& c) {
-  for (std::size_t i = 0; i < c.tools.size(); ++i)
-    if (c.tools[i].name == c.tool_choice.name) return i;
-  fail<UsageError>("tool_choice.function.name: no tool named '{}' in tools", c.tool_choice.name);
-}
-
 std::shared_ptr<Grammar> named_call(const Conversation& c) {
   auto g = std::make_shared<Grammar>();
   const std::size_t i = named_tool(c);
@@ -53,37 +43,25 @@ std::shared_ptr<Grammar> named_call(const Conversation& c) {
   return g;
 }
 
-// How many calls one reply may make when parallel calls are allowed: each call's index is
-// spelled out, so the calls are unrolled up to this many.
-constexpr std::size_t kMaxCalls = 8;
-
-// `<|tool_calls_section_begin|>` · CALL(first) · ( CALL(first + 1) · ( … ) | end ): one or more
-// calls to the declared tools, then the section's and the turn's end.
+// `<|tool_calls_section_begin|>` · CALL(n) · ( CALL(n + 1) · ( … ) | end ): one or more calls to
+// the declared tools, numbered from the conversation's call count n, then the section's and the
+// turn's end.
 int tool_calls(Grammar& g, const Conversation& c) {
   std::vector<int> args;  // per tool, shared by every call position
   for (std::size_t i = 0; i < c.tools.size(); ++i)
     args.push_back(tool_json_arguments(g, c.tools[i], i));
   const std::size_t first = k2_calls_so_far(c);
-  const std::size_t most = c.tool_choice.parallel ? kMaxCalls : 1;
-  const int end = g.literal(std::string(k2::kSectionEnd) + std::string(k2::kEnd));
-  int rest = end;
-  for (std::size_t k = most; k >= 1; --k) {
+  auto call = [&](std::size_t k) {
     GrammarNode calls;
     calls.kind = GrammarNode::Kind::kUnion;
     for (std::size_t i = 0; i < c.tools.size(); ++i)
       calls.children.push_back(g.seq({g.literal(call_opening(c.tools[i].name, first + k - 1)),
                                       args[i], g.literal(std::string(k2::kCallEnd))}));
-    const int call = g.add(std::move(calls));
-    if (k == most) {
-      rest = g.seq({call, end});
-    } else {
-      GrammarNode next;
-      next.kind = GrammarNode::Kind::kUnion;
-      next.children = {rest, end};
-      rest = g.seq({call, g.add(std::move(next))});
-    }
-  }
-  return g.seq({g.literal(std::string(k2::kSectionBegin)), rest});
+    return g.add(std::move(calls));
+  };
+  const std::size_t most = c.tool_choice.parallel ? kMaxReplyCalls : 1;
+  const int end = g.literal(std::string(k2::kSectionEnd) + std::string(k2::kEnd));
+  return g.seq({g.literal(std::string(k2::kSectionBegin)), call_sequence(g, most, call, end)});
 }
 
 std::shared_ptr<Grammar> required_call(const Conversation& c, const K2GrammarOptions& o) {
