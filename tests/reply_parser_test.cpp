@@ -654,6 +654,38 @@ TEST(K2Reply, ThinkChannel) {
   EXPECT_EQ(parse_reply(*q, plain.ids()).content, "<think>x</think>y");
 }
 
+TEST(K2Reply, RandomTokenSoupNeverThrows) {
+  // Markers, ids, arguments, text, split characters and the think pair in random order.
+  auto pieces_of = [](const Tokenizer& t) {
+    std::vector<Ids> pieces;
+    for (const char* s : {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                          "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+                          "<|tool_call_end|>", "<think>", "</think>", "<|im_middle|>"})
+      pieces.push_back(t.encode_markup(s));
+    for (const char* s : {"functions.f:0", "functions.", ":1", " ", "\n", "x", "{\"a\":", "12"})
+      pieces.push_back(t.encode_text(s));
+    for (char c : std::string("é😀")) pieces.push_back({*t.find_rank(std::string(1, c))});
+    return pieces;
+  };
+  const std::vector<Ids> plain = pieces_of(test::k2_tokenizer(false));
+  const std::vector<Ids> thinking = pieces_of(test::k2_tokenizer(true));
+  Rng rng(2025);
+  for (int round = 0; round < 300; round++) {
+    const bool think = round % 2 == 0;
+    const std::vector<Ids>& pieces = think ? thinking : plain;
+    Ids ids;
+    for (int i = 0; i < 40; i++) {
+      const Ids& p = pieces[rng.below((uint32_t)pieces.size())];
+      ids.insert(ids.end(), p.begin(), p.end());
+    }
+    std::unique_ptr<ReplyParser> parser = k2_parser(think);
+    Collected c;
+    ASSERT_NO_THROW(c = stream(*parser, ids)) << round;
+    expect_same(c, parser->reply());
+    EXPECT_EQ(c.ends, 1);
+  }
+}
+
 TEST(K2Reply, FunctionNameFromId) {
   EXPECT_EQ(k2_function_name("functions.get_weather:0"), "get_weather");
   EXPECT_EQ(k2_function_name(" functions.search.web:12\n"), "search.web");
