@@ -8,8 +8,10 @@
 #include "prompt_templates/k3/k3_reply_grammar.h"
 #include "prompt_templates/k3/k3_reply_parser.h"
 #include "prompt_templates/k3/k3_template.h"
-#include "prompt_templates/kimi_linear/kimi_linear_markup.h"
-#include "prompt_templates/kimi_linear/kimi_linear_template.h"
+#include "prompt_templates/kimi_k2/k2_markup.h"
+#include "prompt_templates/kimi_k2/k2_reply_grammar.h"
+#include "prompt_templates/kimi_k2/k2_reply_parser.h"
+#include "prompt_templates/kimi_k2/k2_template.h"
 #include "prompt_templates/raw_template.h"
 #include "prompt_templates/reply_grammar.h"
 #include "prompt_templates/segments.h"
@@ -19,11 +21,15 @@ namespace waste {
 ChatFormat::ChatFormat(const Tokenizer& tok, std::optional<int32_t> eos, ChatDefaults defaults)
     : tok_(tok), defaults_(std::move(defaults)) {
   bool k3_markers = tok.find_special(k3::kOpen) && tok.find_special(k3::kSep);
-  bool im_markers =
-      std::all_of(kimi_linear_markers().begin(), kimi_linear_markers().end(),
-                  [&](std::string_view m) { return tok.find_special(m).has_value(); });
-  family_ = k3_markers ? ChatFamily::kK3 : im_markers ? ChatFamily::kKimiLinear : ChatFamily::kRaw;
-  for (std::string_view end : {k3::kEndOfMsg, kimi_linear::kEnd})
+  auto all_special = [&](const std::vector<std::string_view>& markers) {
+    return std::all_of(markers.begin(), markers.end(),
+                       [&](std::string_view m) { return tok.find_special(m).has_value(); });
+  };
+  // The K2 family needs its tool-call markers too: without them a tool call would be prose.
+  const bool k2_markers = all_special(k2_turn_markers()) && all_special(k2_tool_markers());
+  family_ = k3_markers ? ChatFamily::kK3 : k2_markers ? ChatFamily::kK2 : ChatFamily::kRaw;
+  think_tokens_ = family_ == ChatFamily::kK2 && all_special({k2::kThinkOpen, k2::kThinkClose});
+  for (std::string_view end : {k3::kEndOfMsg, k2::kEnd})
     if (auto id = tok.find_special(end)) end_ids_.push_back(*id);
   if (eos && *eos > 0 && std::find(end_ids_.begin(), end_ids_.end(), *eos) == end_ids_.end())
     end_ids_.push_back(*eos);
@@ -33,8 +39,8 @@ const char* ChatFormat::family_name() const {
   switch (family_) {
     case ChatFamily::kK3:
       return "k3";
-    case ChatFamily::kKimiLinear:
-      return "kimi-linear";
+    case ChatFamily::kK2:
+      return "k2";
     case ChatFamily::kRaw:
       return "raw";
   }
@@ -56,10 +62,11 @@ std::vector<Segment> ChatFormat::family_segments(const Conversation& c, bool gen
   }
   if (image_prompts && !image_prompts->empty())
     fail<UsageError>("messages: this model's chat format does not take images");
-  if (family_ == ChatFamily::kKimiLinear) {
-    KimiLinearRenderOptions o;
+  if (family_ == ChatFamily::kK2) {
+    K2RenderOptions o;
     o.add_generation_prompt = generation_prompt;
-    return render_kimi_linear(c, o);
+    o.think_tokens = think_tokens_;
+    return render_k2(c, o);
   }
   return render_raw(c);
 }
@@ -115,20 +122,18 @@ std::unique_ptr<ReplyParser> ChatFormat::parser(bool thinking, uint64_t seed) co
     o.thinking = thinking;
     return std::make_unique<K3ReplyParser>(tok_, o, Rng(seed));
   }
+  if (family_ == ChatFamily::kK2) return std::make_unique<K2ReplyParser>(tok_, end_ids_);
   return std::make_unique<TextReplyParser>(tok_, end_ids_);
 }
 
 std::shared_ptr<const Grammar> ChatFormat::reply_grammar(const Conversation& c,
                                                          bool thinking) const {
   if (family_ == ChatFamily::kK3) return k3_reply_grammar(c, thinking);
+  if (family_ == ChatFamily::kK2) return k2_reply_grammar(c, {.think_tokens = think_tokens_});
   if (c.response_format.kind == ResponseFormat::Kind::kText) return nullptr;
+  // Raw text has no end token of its own, so the reply ends when the value is complete.
   auto g = std::make_shared<Grammar>();
-  int value = response_value(*g, c.response_format);
-  // Kimi-Linear's turn ends with its end marker; raw text has no end token of its own, so the
-  // reply ends when the value is complete.
-  g->root = family_ == ChatFamily::kKimiLinear
-                ? g->seq({value, g->literal(std::string(kimi_linear::kEnd))})
-                : value;
+  g->root = response_value(*g, c.response_format);
   return g;
 }
 
@@ -144,8 +149,9 @@ std::string ChatFormat::image_block(int width, int height) const {
 }
 
 std::vector<int32_t> ChatFormat::forced_tool_call(const Conversation& c, bool thinking) const {
-  if (family_ != ChatFamily::kK3) return {};
-  std::string markup = k3_forced_opening(c, thinking);
+  std::string markup;
+  if (family_ == ChatFamily::kK3) markup = k3_forced_opening(c, thinking);
+  if (family_ == ChatFamily::kK2) markup = k2_forced_opening(c, {.think_tokens = think_tokens_});
   std::vector<int32_t> ids;
   if (!markup.empty())
     for (int id : tok_.encode_markup(markup)) ids.push_back(id);

@@ -1,7 +1,7 @@
 // The one place a model family is chosen and dispatched to. A ChatFormat is made from the
-// tokenizer (the family is whichever markers its specials hold: K3's XTML, Kimi-Linear's K2-style
-// turns, else raw text) and answers every family question: how a Conversation becomes prompt
-// tokens (and where its last complete message ends, for snapshots), which parser reads the
+// tokenizer (the family is whichever markers its specials hold: K3's XTML, Kimi K2's turns (also
+// Kimi-Linear's), else raw text) and answers every family question: how a Conversation becomes
+// prompt tokens (and where its last complete message ends, for snapshots), which parser reads the
 // reply, which grammar a structured reply follows, which tokens open a forced tool call, and
 // which tokens end a turn. The daemon and every CLI command go through it.
 #pragma once
@@ -20,7 +20,7 @@
 
 namespace waste {
 
-enum class ChatFamily { kK3, kKimiLinear, kRaw };
+enum class ChatFamily { kK3, kK2, kRaw };
 
 struct RenderedPrompt {
   std::vector<int32_t> ids;
@@ -87,6 +87,7 @@ class ChatFormat {
   ChatFamily family_;
   ChatDefaults defaults_;
   std::vector<int32_t> end_ids_;
+  bool think_tokens_ = false;  // K2: the vocabulary has <think> and </think>
 };
 
 }  // namespace waste

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/error.h"
+
 namespace waste {
 
 std::unique_ptr<TokenIndex> make_token_index(const Tokenizer& tok, int vocab) {
@@ -30,6 +32,44 @@ int tool_arguments(Grammar& g, const Tool& tool, size_t index, const TypedArgume
   } catch (const SchemaError& e) {
     throw SchemaError(fmt::format("tools[{}].function.parameters: {}", index, e.what()));
   }
+}
+
+int tool_json_arguments(Grammar& g, const Tool& tool, size_t index) {
+  try {
+    return tool.parameters.empty() ? any_json_object(g) : compile_json_schema(g, tool.parameters);
+  } catch (const SchemaError& e) {
+    throw SchemaError(fmt::format("tools[{}].function.parameters: {}", index, e.what()));
+  }
+}
+
+int free_text(Grammar& g) {
+  GrammarNode text;
+  text.kind = GrammarNode::Kind::kString;
+  text.raw = true;
+  return g.add(std::move(text));
+}
+
+size_t named_tool(const Conversation& c) {
+  for (size_t i = 0; i < c.tools.size(); ++i)
+    if (c.tools[i].name == c.tool_choice.name) return i;
+  fail<UsageError>("tool_choice.function.name: no tool named '{}' in tools", c.tool_choice.name);
+}
+
+int call_sequence(Grammar& g, size_t most, const std::function<int(size_t k)>& call, int end) {
+  // Built from the last call back: call k, then either call k + 1 or the end.
+  int rest = end;
+  for (size_t k = most; k >= 1; --k) {
+    if (k == most) {
+      rest = g.seq({call(k), end});
+    } else {
+      GrammarNode next;
+      next.kind = GrammarNode::Kind::kUnion;
+      next.children = {rest, end};
+      const int this_call = call(k);
+      rest = g.seq({this_call, g.add(std::move(next))});
+    }
+  }
+  return rest;
 }
 
 }  // namespace waste

@@ -1,9 +1,10 @@
 // Pieces every family's reply grammar is built from (the families' own grammars are in k3/ and
-// kimi_linear/, chosen by ChatFormat::reply_grammar): the value response_format asks for, one
+// kimi_k2/, chosen by ChatFormat::reply_grammar): the value response_format asks for, one
 // tool's arguments, and the vocabulary index the token masks are computed over.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "engine/tokenizer/tokenizer.h"
@@ -24,5 +25,25 @@ int response_value(Grammar& g, const ResponseFormat& rf);
 // The node of the arguments of tools[index], in the family's argument spelling. Throws
 // SchemaError naming tools[index].function.parameters.
 int tool_arguments(Grammar& g, const Tool& tool, size_t index, const TypedArgumentSpelling& s);
+
+// The node of the arguments of tools[index] as one JSON object (the families that write
+// arguments as JSON text): the `parameters` schema's values, any object when there is none.
+// Throws SchemaError naming tools[index].function.parameters.
+int tool_json_arguments(Grammar& g, const Tool& tool, size_t index);
+
+// Free text: any UTF-8 without special tokens, possibly empty (a think channel's reasoning).
+int free_text(Grammar& g);
+
+// The tool tool_choice names: its index in `c.tools`. Throws UsageError naming
+// tool_choice.function.name when no tool has that name.
+size_t named_tool(const Conversation& c);
+
+// One or more calls, then `end`: CALL(1) · ( CALL(2) · ( … CALL(most) · end ) | end ). A family's
+// call markup spells each call's position, so the calls are unrolled; `call(k)` builds the node
+// of the k-th (1-based).
+int call_sequence(Grammar& g, size_t most, const std::function<int(size_t k)>& call, int end);
+
+// How many calls one reply may make when parallel calls are allowed.
+inline constexpr size_t kMaxReplyCalls = 8;
 
 }  // namespace waste

@@ -22,11 +22,14 @@ namespace fs = std::filesystem;
 // --output-schema, and the final message Codex prints is the schema's value. The daemon's seed makes the run repeatable; on
 // random weights a reply that calls one of Codex's tools instead is served the same way (Codex
 // runs it and asks again), so the test checks what the user sees, not which path the noise took.
-TEST(AgentCli, CodexExecCompletesOneTurnThroughTheResponsesApi) {
+// It runs on each family: K3 and Kimi K2's format (a tiny Kimi-Linear).
+class AgentCli : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(AgentCli, CodexExecCompletesOneTurnThroughTheResponsesApi) {
   const fs::path codex = test::source_dir() / "tests/e2e/node_modules/.bin/codex";
   ASSERT_TRUE(fs::exists(codex)) << codex << " is missing: run scripts/bootstrap";
   test::TempDir dir;
-  write_synthetic(dir / "k3.waste", {Arch::kK3, "tiny", 5});
+  write_synthetic(dir / "k3.waste", {GetParam(), "tiny", 5});
   auto d = test::start_daemon({(dir / "k3.waste").string(), "--model-name", "k3", "--api-key",
                                "test-key", "--thinking", "false", "--seed", "1"});
   fs::create_directories(dir / "home");
@@ -56,6 +59,11 @@ TEST(AgentCli, CodexExecCompletesOneTurnThroughTheResponsesApi) {
   EXPECT_NE(log.find("finish: end"), std::string::npos) << log;
   EXPECT_EQ(log.find("finish: length"), std::string::npos) << log;
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, AgentCli, ::testing::Values(Arch::kK3, Arch::kKimiLinear),
+                         [](const ::testing::TestParamInfo<Arch>& p) {
+                           return p.param == Arch::kK3 ? "k3" : "kimi_linear";
+                         });
 
 }  // namespace
 }  // namespace waste

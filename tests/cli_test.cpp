@@ -322,6 +322,40 @@ TEST(Cli, RenderAndTokenizeMatchTheReleaseGoldens) {
   for (int64_t id : ids) EXPECT_LT(id, 163584);
 }
 
+// `waste render` with a Kimi K2 vocabulary (K2's specials at K2's ids over the same ranks)
+// reproduces every case the release's K2 template rendered, segment for segment.
+TEST(Cli, RenderMatchesTheK2TemplateGolden) {
+  const std::string fixtures = test::fixtures_dir().string();
+  test::TempDir d;
+  test::write_file(
+      d / "specials.json",
+      R"([{"id":163584,"text":"[BOS]"},{"id":163585,"text":"[EOS]"},)"
+      R"({"id":163586,"text":"<|im_end|>"},{"id":163587,"text":"<|im_user|>"},)"
+      R"({"id":163588,"text":"<|im_assistant|>"},{"id":163594,"text":"<|im_system|>"},)"
+      R"({"id":163595,"text":"<|tool_calls_section_begin|>"},)"
+      R"({"id":163596,"text":"<|tool_calls_section_end|>"},)"
+      R"({"id":163597,"text":"<|tool_call_begin|>"},)"
+      R"({"id":163598,"text":"<|tool_call_argument_begin|>"},)"
+      R"({"id":163599,"text":"<|tool_call_end|>"},{"id":163601,"text":"<|im_middle|>"}])");
+  const std::string tok = " --tokenizer " + fixtures + "/k3/tiktoken.model --specials " +
+                          (d / "specials.json").string();
+  simdjson::dom::parser gp;
+  simdjson::dom::element golden = gp.load(fixtures + "/k2/render_golden.json").value();
+  size_t n = 0;
+  for (simdjson::dom::element c : golden["cases"].get_array()) {
+    test::write_file(d / "req.json", std::string(c["request"].get_string().value()));
+    std::string out;
+    ASSERT_EQ(
+        test::run_command(waste_cmd("render" + tok + " < " + (d / "req.json").string()), &out), 0)
+        << out;
+    simdjson::dom::parser p;
+    EXPECT_EQ(simdjson::minify(p.parse(out).value()["segments"]), simdjson::minify(c["segments"]))
+        << c["name"];
+    n++;
+  }
+  EXPECT_EQ(n, 7u);
+}
+
 // The Docker build's first step runs scripts/bootstrap in a folder that holds nothing else; its
 // second configures without the test suites.
 TEST(Packaging, BootstrapRunsAloneAndTheImageBuildConfiguresWithoutTests) {

@@ -8,6 +8,7 @@
 
 #include "engine/base/rng.h"
 #include "prompt_templates/k3/k3_reply_grammar.h"
+#include "prompt_templates/kimi_k2/k2_reply_grammar.h"
 #include "prompt_templates/reply_grammar.h"
 #include "protocol/constraint/constraint_walk.h"
 #include "protocol/constraint/json_schema.h"
@@ -428,6 +429,112 @@ TEST(Constraint, K3ResponseFormatWithToolsAllowsTheValueOrCalls) {
   auto no_calls = k3_reply_grammar(c, false);
   EXPECT_TRUE(grammar_takes(no_calls, value));
   EXPECT_FALSE(grammar_takes(no_calls, call));
+}
+
+// `text` through a fresh constraint over a K2 vocabulary (markers by id, the rest as text).
+bool k2_grammar_takes(std::shared_ptr<const Grammar> g, const std::string& text,
+                      bool think = false) {
+  const Tokenizer& tok = test::k2_tokenizer(think);
+  static std::unique_ptr<TokenIndex> plain =
+      make_token_index(test::k2_tokenizer(false), (int)test::k2_tokenizer(false).vocab_size());
+  static std::unique_ptr<TokenIndex> thinking =
+      make_token_index(test::k2_tokenizer(true), (int)test::k2_tokenizer(true).vocab_size());
+  const TokenIndex& index = think ? *thinking : *plain;
+  TokenConstraint c(std::move(g), index);
+  std::vector<uint8_t> mask(index.mask_bytes());
+  for (int id : tok.encode_markup(text)) {
+    c.mask(mask.data());
+    if (!allowed(mask, id)) return false;
+    c.accept(id);
+  }
+  return c.done();
+}
+
+Conversation k2_tools_request() {
+  Conversation c;
+  c.tools.push_back(
+      {"ls", "", R"({"type":"object","properties":{"dir":{"type":"string"}},"required":["dir"]})",
+       ""});
+  c.tools.push_back({"now", "", "", ""});
+  // One call already made: the model numbers its next call 1.
+  ChatMessage m;
+  m.role = Role::kAssistant;
+  m.tool_calls.push_back({"functions.now:0", "now", ToolCall::ArgumentsForm::kString, "{}"});
+  c.messages.push_back(m);
+  return c;
+}
+
+const std::string kK2Ls =
+    "<|tool_call_begin|>functions.ls:1<|tool_call_argument_begin|>{\"dir\":\"src\"}<|tool_call_end|"
+    ">";
+const std::string kK2Now =
+    "<|tool_call_begin|>functions.now:2<|tool_call_argument_begin|>{}<|tool_call_end|>";
+const std::string kK2End = "<|tool_calls_section_end|><|im_end|>";
+
+// "required": one or more calls in a section, their arguments held to each tool's schema and
+// numbered after the conversation's calls; parallel_tool_calls false allows one.
+TEST(Constraint, K2RequiredCallsFollowTheSchemas) {
+  Conversation c = k2_tools_request();
+  c.tool_choice.kind = ToolChoice::Kind::kRequired;
+  auto g = k2_reply_grammar(c, {});
+  EXPECT_TRUE(k2_grammar_takes(g, "<|tool_calls_section_begin|>" + kK2Ls + kK2End));
+  EXPECT_TRUE(k2_grammar_takes(g, "<|tool_calls_section_begin|>" + kK2Ls + kK2Now + kK2End));
+  EXPECT_FALSE(k2_grammar_takes(g, "hello<|im_end|>"));
+  EXPECT_FALSE(k2_grammar_takes(g, "<|tool_calls_section_begin|>" + kK2End));
+  EXPECT_FALSE(k2_grammar_takes(
+      g,
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:1<|tool_call_argument_begin|>"
+      "{\"dir\":3}<|tool_call_end|>" +
+          kK2End));
+  EXPECT_FALSE(k2_grammar_takes(
+      g,
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>"
+      "{\"dir\":\"a\"}<|tool_call_end|>" +
+          kK2End));
+  c.tool_choice.parallel = false;
+  auto one = k2_reply_grammar(c, {});
+  EXPECT_TRUE(k2_grammar_takes(one, "<|tool_calls_section_begin|>" + kK2Ls + kK2End));
+  EXPECT_FALSE(k2_grammar_takes(one, "<|tool_calls_section_begin|>" + kK2Ls + kK2Now + kK2End));
+  // With think tokens the think channel comes first.
+  EXPECT_TRUE(k2_grammar_takes(k2_reply_grammar(c, {.think_tokens = true}),
+                               "<think>plan</think><|tool_calls_section_begin|>" + kK2Ls + kK2End,
+                               true));
+  c.tools.clear();
+  EXPECT_THROW(k2_reply_grammar(c, {}), UsageError);
+}
+
+// A named function: the grammar takes over after the forced opening.
+TEST(Constraint, K2NamedCall) {
+  Conversation c = k2_tools_request();
+  c.tool_choice = {ToolChoice::Kind::kNamed, "ls", true};
+  EXPECT_EQ(
+      k2_forced_opening(c, {}),
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:1<|tool_call_argument_begin|>");
+  auto g = k2_reply_grammar(c, {});
+  EXPECT_TRUE(k2_grammar_takes(g, "{\"dir\":\"x\"}<|tool_call_end|>" + kK2End));
+  EXPECT_FALSE(k2_grammar_takes(g, "{}<|tool_call_end|>" + kK2End));
+  c.tool_choice.name = "missing";
+  EXPECT_THROW(k2_reply_grammar(c, {}), UsageError);
+}
+
+// response_format beside tools under "auto": the value or calls; under "none" the value only.
+TEST(Constraint, K2ResponseFormatWithToolsAllowsTheValueOrCalls) {
+  Conversation c = k2_tools_request();
+  c.response_format = {
+      ResponseFormat::Kind::kJsonSchema,
+      R"({"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]})"};
+  const std::string value = "{\"answer\":\"hi\"}<|im_end|>";
+  const std::string calls = "<|tool_calls_section_begin|>" + kK2Ls + kK2End;
+  auto with_tools = k2_reply_grammar(c, {});
+  EXPECT_TRUE(k2_grammar_takes(with_tools, value));
+  EXPECT_TRUE(k2_grammar_takes(with_tools, calls));
+  EXPECT_FALSE(k2_grammar_takes(with_tools, "{\"answer\":1}<|im_end|>"));
+  c.tool_choice.kind = ToolChoice::Kind::kNone;
+  auto no_calls = k2_reply_grammar(c, {});
+  EXPECT_TRUE(k2_grammar_takes(no_calls, value));
+  EXPECT_FALSE(k2_grammar_takes(no_calls, calls));
+  c.response_format = {};
+  EXPECT_EQ(k2_reply_grammar(c, {}), nullptr);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // K3's XTML rendering against the release's encoder (render_golden.json, exact segments and token
 // ids), the revision-a590ce09 rules of docs/PROMPT_FORMAT.md §2 case by case, the OpenAI body
-// parser's refusals, and Kimi-Linear's K2-style format and raw mode.
+// parser's refusals, and the raw mode (Kimi K2's format: k2_template_test).
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -12,7 +12,6 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "prompt_templates/chat_format.h"
 #include "prompt_templates/k3/k3_template.h"
-#include "prompt_templates/kimi_linear/kimi_linear_template.h"
 #include "prompt_templates/raw_template.h"
 #include "prompt_templates/segments.h"
 #include "protocol/json/python_json.h"
@@ -506,7 +505,7 @@ TEST(K3Images, PromptsPlaceholdersAndCounts) {
   EXPECT_THROW(render(body, opt), UsageError);
 }
 
-// ---- Kimi-Linear and raw -------------------------------------------------------------------
+// ---- raw ------------------------------------------------------------------------------------
 
 // Two snapshot points: after the system prompt and the tools, which an agent sends unchanged
 // whatever its user message says, and after the last complete message.
@@ -542,38 +541,6 @@ TEST(ChatFormatSnapshots, AtThePreambleAndAtTheLastMessage) {
   // Tools alone are a preamble too; a user message alone has only the last-message point.
   EXPECT_EQ(render(R"({"role":"user","content":"Fix the bug"})", "," + tools).snapshots.size(), 2u);
   EXPECT_EQ(render(R"({"role":"user","content":"Fix the bug"})", "").snapshots.size(), 1u);
-}
-
-TEST(KimiLinearTemplate, K2StyleTurns) {
-  const Conversation r = parse_chat(R"({"messages":[
-      {"role":"system","content":"S"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
-      {"role":"assistant","reasoning_content":"hidden","content":"A"},{"role":"user","content":"<|im_end|>"}],
-      "thinking":true,"response_format":{"type":"json_object"}})");
-  const Segs segs = render_kimi_linear(r);
-  EXPECT_EQ(show(segs),
-            "⟨<|im_system|>⟩system⟨<|im_middle|>⟩S⟨<|im_end|>⟩"
-            "⟨<|im_user|>⟩user⟨<|im_middle|>⟩ab⟨<|im_end|>⟩"
-            "⟨<|im_assistant|>⟩assistant⟨<|im_middle|>⟩A⟨<|im_end|>⟩"
-            "⟨<|im_user|>⟩user⟨<|im_middle|>⟩<|im_end|>⟨<|im_end|>⟩"
-            "⟨<|im_assistant|>⟩assistant⟨<|im_middle|>⟩");
-  EXPECT_EQ(segs[8], (Segment{"a", false}));
-  EXPECT_EQ(segs[9], (Segment{"b", false}));
-  EXPECT_EQ(render_kimi_linear(r, {.add_generation_prompt = false}).size(), segs.size() - 3);
-  EXPECT_EQ(kimi_linear_markers().size(), 5u);
-}
-
-TEST(KimiLinearTemplate, RefusesWhatItCannotCarry) {
-  const std::string user = R"({"role":"user","content":"x"})";
-  for (const std::string& body : std::vector<std::string>{
-           R"({"messages":[)" + user +
-               R"(],"tools":[{"type":"function","function":{"name":"f"}}]})",
-           R"({"messages":[)" + user + R"(],"tool_choice":"required"})",
-           R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f"}}]}]})",
-           R"({"messages":[{"role":"tool","content":"r"}]})",
-           R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":"u"}]}]})",
-       }) {
-    EXPECT_THROW(render_kimi_linear(parse_chat(body)), UsageError) << body;
-  }
 }
 
 TEST(RawTemplate, OneTextSegment) {

@@ -1,7 +1,7 @@
 // The reply parsers on real K3 token ids: replies rendered by our K3 template read back into the
 // same reasoning, content and tool calls; streaming fed one token at a time (every prefix a
 // prefix of the whole, every delta whole UTF-8, every cut-off reply still well-formed); each
-// malformed shape; Kimi-Linear's plain replies.
+// malformed shape; Kimi K2's replies (content, think channel, tool calls).
 
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "prompt_templates/chat_format.h"
 #include "prompt_templates/k3/k3_reply_parser.h"
 #include "prompt_templates/k3/k3_template.h"
+#include "prompt_templates/kimi_k2/k2_reply_parser.h"
 #include "prompt_templates/reply_parser.h"
 #include "protocol/json/python_json.h"
 #include "protocol/openai/request.h"
@@ -27,25 +28,12 @@ namespace {
 using Ids = std::vector<TokenId>;
 using K = ReplyEvent::Kind;
 
-std::filesystem::path k3_dir() {
-  return test::fixtures_dir() / "k3";
-}
-
 const Tokenizer& k3() {
   return test::k3_tokenizer();
 }
 
-// Kimi-Linear's vocabulary: the same ranks with the K2-family chat tokens (docs/PROMPT_FORMAT.md
-// §1).
 const Tokenizer& kimi_linear() {
-  static const Tokenizer tok(k3_dir() / "tiktoken.model", {{163584, "[BOS]"},
-                                                           {163585, "[EOS]"},
-                                                           {163586, "<|im_end|>"},
-                                                           {163587, "<|im_user|>"},
-                                                           {163588, "<|im_assistant|>"},
-                                                           {163594, "<|im_system|>"},
-                                                           {163601, "<|im_middle|>"}});
-  return tok;
+  return test::k2_tokenizer();
 }
 
 TokenId special(std::string_view s) {
@@ -546,9 +534,9 @@ TEST(K3ReplyParserSetup, NeedsK3Markers) {
   EXPECT_THROW(K3ReplyParser p(kimi_linear(), {}, Rng(1)), FormatError);
 }
 
-// ---- Kimi-Linear ---------------------------------------------------------------------------
+// ---- Kimi K2 (and Kimi-Linear) -------------------------------------------------------------
 
-TEST(KimiLinearReply, ContentUntilImEnd) {
+TEST(K2Reply, ContentUntilImEnd) {
   const Tokenizer& t = kimi_linear();
   Ids ids;
   for (char c : std::string("Grüße 日本")) ids.push_back(*t.find_rank(std::string(1, c)));
@@ -559,7 +547,7 @@ TEST(KimiLinearReply, ContentUntilImEnd) {
 
   // The parser the daemon uses: the family's, chosen by the tokenizer's specials.
   const ChatFormat format(t, std::nullopt, ChatDefaults{});
-  ASSERT_EQ(format.family(), ChatFamily::kKimiLinear);
+  ASSERT_EQ(format.family(), ChatFamily::kK2);
   std::unique_ptr<ReplyParser> p = format.parser(false, 1);
   const Collected c = stream(*p, ids);
   EXPECT_EQ(c.content, "Grüße 日本 ok");
@@ -572,6 +560,138 @@ TEST(KimiLinearReply, ContentUntilImEnd) {
   const ParsedReply r = parse_reply(*cut, Ids(ids.begin(), ids.begin() + 3));  // "Gr" + half of ü
   EXPECT_EQ(r.content, "Gr\xef\xbf\xbd");
   EXPECT_FALSE(r.end_of_message);
+}
+
+// A K2 reply built as the model writes it: text, and the markers by id.
+class K2Reply {
+ public:
+  explicit K2Reply(const Tokenizer& t) : t_(t) {}
+  K2Reply& text(std::string_view s) {
+    for (TokenId id : t_.encode_text(s)) ids_.push_back(id);
+    return *this;
+  }
+  K2Reply& bytes(std::string_view s) {
+    for (char c : s) ids_.push_back(*t_.find_rank(std::string(1, c)));
+    return *this;
+  }
+  K2Reply& mark(std::string_view special) {
+    ids_.push_back(*t_.find_special(special));
+    return *this;
+  }
+  K2Reply& call(std::string_view id, std::string_view args) {
+    mark("<|tool_call_begin|>").text(id).mark("<|tool_call_argument_begin|>").bytes(args);
+    return mark("<|tool_call_end|>");
+  }
+  const Ids& ids() const { return ids_; }
+
+ private:
+  const Tokenizer& t_;
+  Ids ids_;
+};
+
+std::unique_ptr<ReplyParser> k2_parser(bool think = false) {
+  static const ChatFormat plain(test::k2_tokenizer(false), std::nullopt, ChatDefaults{});
+  static const ChatFormat thinking(test::k2_tokenizer(true), std::nullopt, ChatDefaults{});
+  return (think ? thinking : plain).parser(false, 1);
+}
+
+// Content, then two calls in one section: ids as the model wrote them, names read out of them,
+// arguments streamed verbatim (split multi-byte characters arrive whole), the turn's end.
+TEST(K2Reply, ToolCallsStreamWithTheirIds) {
+  K2Reply r(test::k2_tokenizer());
+  r.text("Let me check.").mark("<|tool_calls_section_begin|>");
+  r.call("functions.get_weather:0", " {\"city\": \"Zürich\"}");
+  r.text("\n").call("functions.search.web:1", "{\"q\":\"x\"}");
+  r.mark("<|tool_calls_section_end|>").mark("<|im_end|>").text("after");
+  std::unique_ptr<ReplyParser> p = k2_parser();
+  const Collected c = stream(*p, r.ids());
+  expect_same(c, p->reply());
+  EXPECT_EQ(c.content, "Let me check.");
+  EXPECT_EQ(c.calls, (std::vector<ParsedToolCall>{
+                         {"functions.get_weather:0", "get_weather", "{\"city\": \"Zürich\"}"},
+                         {"functions.search.web:1", "search.web", "{\"q\":\"x\"}"}}));
+  EXPECT_TRUE(p->reply().end_of_message);
+  EXPECT_EQ(c.ends, 1);
+  // Every cut of the reply is still a well-formed reading, and a prefix of the whole.
+  for (size_t n = 0; n <= r.ids().size(); n++) {
+    std::unique_ptr<ReplyParser> cut = k2_parser();
+    const ParsedReply part = parse_reply(*cut, Ids(r.ids().begin(), r.ids().begin() + n));
+    EXPECT_TRUE(part.ended);
+    EXPECT_LE(part.tool_calls.size(), 2u);
+    EXPECT_EQ(c.content.compare(0, part.content.size(), part.content), 0) << n;
+  }
+}
+
+TEST(K2Reply, MalformedCalls) {
+  K2Reply r(test::k2_tokenizer());
+  r.mark("<|tool_calls_section_begin|>").call("functions.now:3", "");  // no arguments: {}
+  r.call("  ", "{\"dropped\":1}");                                     // names nothing
+  r.mark("<|tool_call_begin|>").text("functions.f:4");                 // cut in the id
+  std::unique_ptr<ReplyParser> p = k2_parser();
+  const ParsedReply got = parse_reply(*p, r.ids());
+  EXPECT_EQ(got.tool_calls, (std::vector<ParsedToolCall>{{"functions.now:3", "now", "{}"},
+                                                         {"functions.f:4", "f", "{}"}}));
+  EXPECT_FALSE(got.end_of_message);
+  EXPECT_EQ(got.content, "");
+}
+
+// <think>…</think> is the think channel where the vocabulary has both as tokens (K2-Thinking);
+// elsewhere the model can only have written them as text, which is content.
+TEST(K2Reply, ThinkChannel) {
+  K2Reply r(test::k2_tokenizer(true));
+  r.mark("<think>").text("plan it").mark("</think>").text("answer").mark("<|im_end|>");
+  std::unique_ptr<ReplyParser> p = k2_parser(true);
+  const Collected c = stream(*p, r.ids());
+  EXPECT_EQ(c.reasoning, "plan it");
+  EXPECT_EQ(c.content, "answer");
+  // A think channel cut off before it closes is reasoning only.
+  std::unique_ptr<ReplyParser> cut = k2_parser(true);
+  EXPECT_EQ(parse_reply(*cut, Ids(r.ids().begin(), r.ids().begin() + 3)).content, "");
+
+  K2Reply plain(test::k2_tokenizer());
+  plain.text("<think>x</think>y");
+  std::unique_ptr<ReplyParser> q = k2_parser();
+  EXPECT_EQ(parse_reply(*q, plain.ids()).content, "<think>x</think>y");
+}
+
+TEST(K2Reply, RandomTokenSoupNeverThrows) {
+  // Markers, ids, arguments, text, split characters and the think pair in random order.
+  auto pieces_of = [](const Tokenizer& t) {
+    std::vector<Ids> pieces;
+    for (const char* s : {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                          "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+                          "<|tool_call_end|>", "<think>", "</think>", "<|im_middle|>"})
+      pieces.push_back(t.encode_markup(s));
+    for (const char* s : {"functions.f:0", "functions.", ":1", " ", "\n", "x", "{\"a\":", "12"})
+      pieces.push_back(t.encode_text(s));
+    for (char c : std::string("é😀")) pieces.push_back({*t.find_rank(std::string(1, c))});
+    return pieces;
+  };
+  const std::vector<Ids> plain = pieces_of(test::k2_tokenizer(false));
+  const std::vector<Ids> thinking = pieces_of(test::k2_tokenizer(true));
+  Rng rng(2025);
+  for (int round = 0; round < 300; round++) {
+    const bool think = round % 2 == 0;
+    const std::vector<Ids>& pieces = think ? thinking : plain;
+    Ids ids;
+    for (int i = 0; i < 40; i++) {
+      const Ids& p = pieces[rng.below((uint32_t)pieces.size())];
+      ids.insert(ids.end(), p.begin(), p.end());
+    }
+    std::unique_ptr<ReplyParser> parser = k2_parser(think);
+    Collected c;
+    ASSERT_NO_THROW(c = stream(*parser, ids)) << round;
+    expect_same(c, parser->reply());
+    EXPECT_EQ(c.ends, 1);
+  }
+}
+
+TEST(K2Reply, FunctionNameFromId) {
+  EXPECT_EQ(k2_function_name("functions.get_weather:0"), "get_weather");
+  EXPECT_EQ(k2_function_name(" functions.search.web:12\n"), "search.web");
+  EXPECT_EQ(k2_function_name("get_weather"), "get_weather");
+  EXPECT_EQ(k2_function_name("functions.a:b"), "a:b");
+  EXPECT_EQ(k2_function_name("functions.:1"), "");
 }
 
 }  // namespace

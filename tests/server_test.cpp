@@ -280,6 +280,90 @@ TEST_F(ServerTest, K3ThinkingOnGoesToReasoningOffToContent) {
   EXPECT_NE(mo["reasoning_content"].error(), simdjson::SUCCESS) << off.body;
 }
 
+// Kimi-Linear serves tools in Kimi K2's format: declared tools are accepted, a named
+// tool_choice and "required" come back as calls with K2's ids (functions.NAME:INDEX) and JSON
+// arguments held to the schema, streamed as OpenAI's deltas, and a conversation carrying the
+// calls and their results renders for the next turn.
+TEST_F(ServerTest, KimiLinearCallsToolsInK2Format) {
+  auto d = start({kl(), "--seed", "1", "--model-name", "m"});
+  const std::string tools =
+      R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}])";
+  const std::string user = R"("messages":[{"role":"user","content":"Weather in Paris?"}])";
+  HttpResponse any = http_request(d->port(), "POST", "/v1/chat/completions",
+                                  "{" + user + "," + tools + R"(,"max_tokens":4})");
+  ASSERT_EQ(any.status, 200) << any.body;
+
+  const std::string named =
+      R"("tool_choice":{"type":"function","function":{"name":"get_weather"}})";
+  HttpResponse forced =
+      http_request(d->port(), "POST", "/v1/chat/completions",
+                   "{" + user + "," + tools + "," + named + R"(,"max_tokens":60})");
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  auto choice = parse(forced.body)["choices"].at(0);
+  EXPECT_EQ(str(choice["finish_reason"]), "tool_calls") << forced.body;
+  auto call = choice["message"]["tool_calls"].at(0);
+  EXPECT_EQ(str(call["id"]), "functions.get_weather:0");
+  EXPECT_EQ(str(call["function"]["name"]), "get_weather");
+  simdjson::dom::parser args_parser;
+  auto args = args_parser.parse(std::string(str(call["function"]["arguments"])));
+  ASSERT_EQ(args.error(), simdjson::SUCCESS) << forced.body;
+  EXPECT_TRUE(args["city"].is_string()) << forced.body;
+
+  HttpResponse streamed =
+      http_request(d->port(), "POST", "/v1/chat/completions",
+                   "{" + user + "," + tools + "," + named + R"(,"max_tokens":60,"stream":true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  std::string id, name, arguments, finish;
+  for (const std::string& ev : streamed.events()) {
+    if (ev == "[DONE]") continue;
+    auto c = parse(ev)["choices"].at(0);
+    if (c["finish_reason"].is_string()) finish = std::string(str(c["finish_reason"]));
+    simdjson::dom::array calls;
+    if (c["delta"]["tool_calls"].get(calls) != simdjson::SUCCESS) continue;
+    for (auto tc : calls) {
+      EXPECT_EQ(int64_t(tc["index"]), 0);
+      if (tc["id"].is_string()) id += str(tc["id"]);
+      if (tc["function"]["name"].is_string()) name += str(tc["function"]["name"]);
+      if (tc["function"]["arguments"].is_string()) arguments += str(tc["function"]["arguments"]);
+    }
+  }
+  EXPECT_EQ(id, "functions.get_weather:0");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(arguments, str(call["function"]["arguments"]));
+  EXPECT_EQ(finish, "tool_calls");
+
+  // "required" with parallel calls off: exactly one call, numbered after the history's call.
+  const std::string history =
+      R"("messages":[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"functions.get_weather:0","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"functions.get_weather:0","content":"sunny"},{"role":"user","content":"And Rome?"}])";
+  HttpResponse required =
+      http_request(d->port(), "POST", "/v1/chat/completions",
+                   "{" + history + "," + tools +
+                       R"(,"tool_choice":"required","parallel_tool_calls":false,"max_tokens":60})");
+  ASSERT_EQ(required.status, 200) << required.body;
+  auto rc = parse(required.body)["choices"].at(0)["message"]["tool_calls"];
+  ASSERT_EQ(rc.get_array().size(), 1u) << required.body;
+  EXPECT_EQ(str(rc.at(0)["id"]), "functions.get_weather:1") << required.body;
+
+  // The Messages API: a forced tool_use and its tool_result round trip.
+  const std::string atools =
+      R"("tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"]}}])";
+  HttpResponse use = http_request(
+      d->port(), "POST", "/v1/messages",
+      R"({"model":"m","max_tokens":60,"messages":[{"role":"user","content":"Weather?"}],)" +
+          atools + R"(,"tool_choice":{"type":"tool","name":"get_weather"}})");
+  ASSERT_EQ(use.status, 200) << use.body;
+  auto block = parse(use.body)["content"].at(0);
+  EXPECT_EQ(str(block["type"]), "tool_use") << use.body;
+  EXPECT_EQ(str(block["id"]), "functions.get_weather:0") << use.body;
+  HttpResponse result = http_request(
+      d->port(), "POST", "/v1/messages",
+      R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"Weather?"},)"
+      R"({"role":"assistant","content":[{"type":"tool_use","id":"functions.get_weather:0","name":"get_weather","input":{"city":"Paris"}}]},)"
+      R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"functions.get_weather:0","content":"sunny"}]}],)" +
+          atools + "}");
+  EXPECT_EQ(result.status, 200) << result.body;
+}
+
 // The bytes of a choice's content logprobs, concatenated, as text (a byte that is no whole
 // character reads as U+FFFD, as the content spells it).
 std::string logprob_bytes(simdjson::dom::element logprobs) {
@@ -603,47 +687,61 @@ TEST_F(ServerTest, EngineFailureMidStreamEndsTheStreamCleanly) {
   EXPECT_EQ(plain.status, 500) << plain.body;
 }
 
-TEST_F(ServerTest, OfficialOpenAINodeSdkChatsStreamsAndCallsTools) {
-  auto d = start({k3(), "--api-key", "test-key"});
+// The SDK suites run on each family: K3 (tiny K3) and Kimi K2's format (tiny Kimi-Linear). The
+// scripts are told the family for what differs: call ids, images, the think channel.
+class ServerSdkTest : public ServerTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string model() const { return GetParam() == "k3" ? k3() : kl(); }
+  std::string script(std::string_view name) const {
+    return (test::source_dir() / "tests/e2e" / name).string();
+  }
+};
+
+TEST_P(ServerSdkTest, OfficialOpenAINodeSdkChatsStreamsAndCallsTools) {
+  auto d = start({model(), "--api-key", "test-key"});
   std::string out;
-  std::string cmd = "node " + (test::source_dir() / "tests/e2e/openai_sdk.mjs").string() +
-                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
+  std::string cmd = "node " + script("openai_sdk.mjs") +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1 " + GetParam();
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("openai sdk: ok"), std::string::npos) << out;
 }
 
 // The Responses API through the official OpenAI SDK (tests/e2e/responses_sdk.mjs).
-TEST_F(ServerTest, OfficialOpenAISdkResponsesApi) {
-  auto d = start({k3(), "--api-key", "test-key"});
+TEST_P(ServerSdkTest, OfficialOpenAISdkResponsesApi) {
+  auto d = start({model(), "--api-key", "test-key"});
   std::string out;
-  std::string cmd = "node " + (test::source_dir() / "tests/e2e/responses_sdk.mjs").string() +
-                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
+  std::string cmd = "node " + script("responses_sdk.mjs") +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + "/v1 " + GetParam();
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("responses sdk: ok"), std::string::npos) << out;
 }
 
 // The Messages API through the official Anthropic SDK (tests/e2e/anthropic_sdk.mjs), with the
 // name Claude Code would send mapped onto the served model.
-TEST_F(ServerTest, OfficialAnthropicSdkCreatesStreamsCallsToolsAndCounts) {
-  auto d = start({k3(), "--api-key", "test-key", "--model-alias", "claude-sonnet-4-5"});
+TEST_P(ServerSdkTest, OfficialAnthropicSdkCreatesStreamsCallsToolsAndCounts) {
+  auto d = start({model(), "--api-key", "test-key", "--model-alias", "claude-sonnet-4-5"});
   std::string out;
-  std::string cmd = "node " + (test::source_dir() / "tests/e2e/anthropic_sdk.mjs").string() +
-                    " http://127.0.0.1:" + std::to_string(d->port()) + " claude-sonnet-4-5";
+  std::string cmd = "node " + script("anthropic_sdk.mjs") +
+                    " http://127.0.0.1:" + std::to_string(d->port()) + " claude-sonnet-4-5 " +
+                    GetParam();
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("anthropic sdk: ok"), std::string::npos) << out;
 }
 
 // zod 4 schemas through the openai SDK's zodResponseFormat, the AI SDK and LangChain, each
 // result checked by zod; tool_choice "required" through the AI SDK (tests/e2e/structured_sdks.mjs).
-TEST_F(ServerTest, ZodSchemasThroughTheSdksValidate) {
-  auto d = start({k3(), "--api-key", "test-key", "--thinking", "false"});
+TEST_P(ServerSdkTest, ZodSchemasThroughTheSdksValidate) {
+  auto d = start({model(), "--api-key", "test-key", "--thinking", "false"});
   std::string out;
   std::string cmd = "AI_SDK_LOG_WARNINGS=false node --no-deprecation " +
-                    (test::source_dir() / "tests/e2e/structured_sdks.mjs").string() +
+                    script("structured_sdks.mjs") +
                     " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("structured sdks: ok"), std::string::npos) << out;
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, ServerSdkTest, ::testing::Values("k3", "k2"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // Node's http client reads HEAD answers on a kept-alive socket (tests/e2e/head_keepalive.mjs): a
 // HEAD's body would be read as the next response's status line (HPE_INVALID_CONSTANT), which broke

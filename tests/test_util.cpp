@@ -33,6 +33,27 @@ const Tokenizer& k3_tokenizer() {
   return tok;
 }
 
+const Tokenizer& k2_tokenizer(bool think) {
+  static const std::vector<SpecialToken> k2 = {{163584, "[BOS]"},
+                                               {163585, "[EOS]"},
+                                               {163586, "<|im_end|>"},
+                                               {163587, "<|im_user|>"},
+                                               {163588, "<|im_assistant|>"},
+                                               {163594, "<|im_system|>"},
+                                               {163595, "<|tool_calls_section_begin|>"},
+                                               {163596, "<|tool_calls_section_end|>"},
+                                               {163597, "<|tool_call_begin|>"},
+                                               {163598, "<|tool_call_argument_begin|>"},
+                                               {163599, "<|tool_call_end|>"},
+                                               {163601, "<|im_middle|>"}};
+  auto with_think = k2;
+  with_think.push_back({163606, "<think>"});
+  with_think.push_back({163607, "</think>"});
+  static const Tokenizer plain(fixtures_dir() / "k3/tiktoken.model", k2);
+  static const Tokenizer thinking(fixtures_dir() / "k3/tiktoken.model", with_think);
+  return think ? thinking : plain;
+}
+
 TempDir::TempDir() {
   std::random_device rd;
   auto base = std::filesystem::temp_directory_path();

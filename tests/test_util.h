@@ -22,6 +22,10 @@ std::filesystem::path waste_binary();
 // The real K3 tokenizer from tests/fixtures/k3 (rank file and the release's specials),
 // loaded once per test program.
 const Tokenizer& k3_tokenizer();
+// Kimi K2's vocabulary as Kimi-Linear ships it: the same ranks with the K2 chat and tool-call
+// tokens at K2's ids (docs/PROMPT_FORMAT.md §1.2). With `think`, also <think> and </think> as
+// single tokens, as in K2-Thinking's vocabulary.
+const Tokenizer& k2_tokenizer(bool think = false);
 
 // A fresh folder under the build tree's temp area, removed when the object goes away.
 class TempDir {

@@ -24,33 +24,16 @@ std::string after_call() {
 
 // Free reasoning text (no special tokens), then the think channel closes and the response opens.
 std::vector<int> think_channel(Grammar& g) {
-  GrammarNode reasoning;
-  reasoning.kind = GrammarNode::Kind::kString;
-  reasoning.raw = true;
-  return {g.add(std::move(reasoning)), g.literal(k3::think_to_response())};
-}
-
-const Tool& named_tool(const Conversation& c, size_t* index) {
-  for (size_t i = 0; i < c.tools.size(); ++i)
-    if (c.tools[i].name == c.tool_choice.name) {
-      *index = i;
-      return c.tools[i];
-    }
-  fail<UsageError>("tool_choice.function.name: no tool named '{}' in tools", c.tool_choice.name);
+  return {free_text(g), g.literal(k3::think_to_response())};
 }
 
 std::shared_ptr<Grammar> named_call(const Conversation& c) {
   auto g = std::make_shared<Grammar>();
-  size_t i = 0;
-  const Tool& t = named_tool(c, &i);
-  int args = tool_arguments(*g, t, i, k3_argument_spelling());
+  const size_t i = named_tool(c);
+  int args = tool_arguments(*g, c.tools[i], i, k3_argument_spelling());
   g->root = g->seq({args, g->literal(after_call())});
   return g;
 }
-
-// How many calls one reply may make when parallel calls are allowed: the grammar spells each
-// call's index, so the calls are unrolled up to this many.
-constexpr size_t kMaxCalls = 8;
 
 // `<|close|>response<|sep|><|open|>tools<|sep|>` · CALL(1) · ( CALL(2) · ( … ) ) · the tools
 // element's and the message's end: one or more calls to the declared tools, indexed from 1,
@@ -59,11 +42,7 @@ int tool_calls(Grammar& g, const Conversation& c) {
   std::vector<int> args;  // per tool, shared by every call position
   for (size_t i = 0; i < c.tools.size(); ++i)
     args.push_back(tool_arguments(g, c.tools[i], i, k3_argument_spelling()));
-  const size_t most = c.tool_choice.parallel ? kMaxCalls : 1;
-  const int end = g.literal(close_tag(k3::kTools) + k3::message_end());
-  // Built from the last call back: call k, then either call k + 1 or the end.
-  int rest = end;
-  for (size_t k = most; k >= 1; --k) {
+  auto call = [&](size_t k) {
     GrammarNode calls;
     calls.kind = GrammarNode::Kind::kUnion;
     for (size_t i = 0; i < c.tools.size(); ++i)
@@ -71,17 +50,12 @@ int tool_calls(Grammar& g, const Conversation& c) {
           g.seq({g.literal(fmt::format("{}{} tool=\"{}\" index=\"{}\"{}", k3::kOpen, k3::kCall,
                                        c.tools[i].name, k, k3::kSep)),
                  args[i], g.literal(close_tag(k3::kCall))}));
-    int call = g.add(std::move(calls));
-    if (k == most) {
-      rest = g.seq({call, end});
-    } else {
-      GrammarNode next;
-      next.kind = GrammarNode::Kind::kUnion;
-      next.children = {rest, end};
-      rest = g.seq({call, g.add(std::move(next))});
-    }
-  }
-  return g.seq({g.literal(close_tag(k3::kResponse) + open_tag(k3::kTools)), rest});
+    return g.add(std::move(calls));
+  };
+  const size_t most = c.tool_choice.parallel ? kMaxReplyCalls : 1;
+  const int end = g.literal(close_tag(k3::kTools) + k3::message_end());
+  return g.seq({g.literal(close_tag(k3::kResponse) + open_tag(k3::kTools)),
+                call_sequence(g, most, call, end)});
 }
 
 // Required: after the think channel (when the prompt opened it), calls and nothing else.

@@ -76,8 +76,8 @@ RenderedPrompt render(const ServingModel& m, const ServeOptions& o, const Conver
 std::unique_ptr<TokenConstraint> reply_constraint(const ServingModel& m, const Conversation& c,
                                                   bool thinking) {
   const bool tools =
-      m.format.family() == ChatFamily::kK3 && (c.tool_choice.kind == ToolChoice::Kind::kNamed ||
-                                               c.tool_choice.kind == ToolChoice::Kind::kRequired);
+      m.format.family() != ChatFamily::kRaw && (c.tool_choice.kind == ToolChoice::Kind::kNamed ||
+                                                c.tool_choice.kind == ToolChoice::Kind::kRequired);
   try {
     std::shared_ptr<const Grammar> g = m.format.reply_grammar(c, thinking);
     if (!g) return nullptr;

@@ -1,11 +1,13 @@
 // Drives `waste serve` with the official Anthropic TypeScript SDK (@anthropic-ai/sdk), as Claude
 // Code and other Messages-API agents do: a model alias, create, the stream's event order, a
 // forced tool_use and its tool_result round trip, countTokens, x-api-key, and both error shapes
-// the SDK reads. Usage: node anthropic_sdk.mjs BASE_URL MODEL_ALIAS. Exits non-zero on failure.
+// the SDK reads. Usage: node anthropic_sdk.mjs BASE_URL MODEL_ALIAS [FAMILY]: FAMILY is the served
+// model's chat family, k3 (the default) or k2 (Kimi-Linear, which has no think channel). Exits
+// non-zero on failure.
 import Anthropic from "@anthropic-ai/sdk";
 import assert from "node:assert/strict";
 
-const [base, model] = process.argv.slice(2);
+const [base, model, family = "k3"] = process.argv.slice(2);
 const client = new Anthropic({ baseURL: base, apiKey: "test-key", maxRetries: 0, timeout: 60000 });
 const hello = [{ role: "user", content: "Hello from the Anthropic SDK" }];
 const quiet = { thinking: { type: "disabled" }, temperature: 0 };
@@ -31,11 +33,11 @@ assert.equal(streamed.content[0].text, msg.content[0].text);
 assert.equal(streamed.stop_reason, "max_tokens");
 assert.equal(streamed.usage.output_tokens, 8);
 
-// Thinking on: the think channel comes back as a thinking block.
+// Thinking on: the think channel comes back as a thinking block (a model without one answers).
 const thought = await client.messages.create({
   model, messages: hello, max_tokens: 8, temperature: 0, thinking: { type: "enabled", budget_tokens: 1024 },
 });
-assert.equal(thought.content[0].type, "thinking", JSON.stringify(thought.content));
+assert.equal(thought.content[0].type, family === "k3" ? "thinking" : "text", JSON.stringify(thought.content));
 
 // A forced tool_use, its input an object that fits the schema, then the tool_result round trip.
 const tools = [{

@@ -1,10 +1,15 @@
 // Drives `waste serve` with the official OpenAI Node SDK: chat, streaming with usage, a
-// request that declares tools, and an image part (a PNG made here, sent as a data: URL). Usage: node openai_sdk.mjs BASE_URL. Exits non-zero on failure.
+// request that declares tools, and an image part (a PNG made here, sent as a data: URL). Usage:
+// node openai_sdk.mjs BASE_URL [FAMILY]: FAMILY is the served model's chat family, k3 (the
+// default: ids are call_…, images are seen) or k2 (Kimi-Linear: ids are the model's own
+// functions.NAME:INDEX, images are refused). Exits non-zero on failure.
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 import zlib from "node:zlib";
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "test-key", maxRetries: 0, timeout: 60000 });
+const family = process.argv[3] ?? "k3";
+const callId = family === "k2" ? /^functions\.get_weather:\d+$/ : /^call_/;
 
 const models = await client.models.list();
 const model = models.data[0].id;
@@ -50,7 +55,11 @@ const tools = [{
   function: {
     name: "get_weather",
     description: "Weather in a city",
-    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+    // Bounded, so that a call the grammar holds to it ends within the replies' token budget.
+    parameters: {
+      type: "object", properties: { city: { type: "string", maxLength: 12 } }, required: ["city"],
+      additionalProperties: false,
+    },
   },
 }];
 const withTools = await client.chat.completions.create({
@@ -73,7 +82,7 @@ const call = forced.choices[0].message.tool_calls?.[0];
 assert.ok(call, JSON.stringify(forced));
 assert.equal(call.type, "function");
 assert.equal(call.function.name, "get_weather");
-assert.match(call.id, /^call_/);
+assert.match(call.id, callId);
 assert.equal(typeof JSON.parse(call.function.arguments), "object");
 
 const forcedStream = await client.chat.completions.create({
@@ -85,7 +94,7 @@ for await (const chunk of forcedStream)
   for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) deltas.push(tc);
 assert.ok(deltas.length >= 1, "tool-call deltas");
 assert.equal(deltas[0].index, 0);
-assert.match(deltas[0].id, /^call_/);
+assert.match(deltas[0].id, callId);
 assert.equal(deltas[0].function.name, "get_weather");
 for (const d of deltas.slice(1)) assert.equal(d.id, undefined, "id only in the first delta");
 const args = deltas.map((d) => d.function?.arguments ?? "").join("");
@@ -120,6 +129,17 @@ function png(w, h) {
                         chunk("IEND", Buffer.alloc(0))]);
 }
 const imageUrl = "data:image/png;base64," + png(64, 48).toString("base64");
+if (family === "k2") {
+  // A model without a vision tower refuses an image part by name.
+  await assert.rejects(
+    client.chat.completions.create({
+      model, max_tokens: 2,
+      messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: imageUrl } }] }],
+    }),
+    (e) => e.status === 400 && /image/.test(e.message),
+  );
+}
+if (family === "k3") {
 const seen = await client.chat.completions.create({
   model,
   messages: [{ role: "user", content: [
@@ -134,6 +154,7 @@ assert.equal(seen.usage.completion_tokens, 5);
 // 64x48 pads to 84x56: a 6x4 patch grid, 3x2 = 6 image positions, plus the media block's text.
 assert.ok(seen.usage.prompt_tokens >= chat.usage.prompt_tokens + 6, JSON.stringify(seen.usage));
 
+}
 // A bad image is a 400 the SDK raises, naming the part.
 await assert.rejects(
   client.chat.completions.create({

@@ -2,11 +2,13 @@
 // do: create, the stream's typed events in order, a forced function call and its
 // function_call_output round trip, text.format json_schema, max_output_tokens -> incomplete,
 // a reasoning item, models.retrieve, and the error the SDK raises for a bad item.
-// Usage: node responses_sdk.mjs BASE_URL. Exits non-zero on failure.
+// Usage: node responses_sdk.mjs BASE_URL [FAMILY]: FAMILY is the served model's chat family, k3
+// (the default) or k2 (Kimi-Linear, which has no think channel). Exits non-zero on failure.
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "test-key", maxRetries: 0, timeout: 60000 });
+const family = process.argv[3] ?? "k3";
 const model = (await client.models.list()).data[0].id;
 assert.equal((await client.models.retrieve(model)).id, model);
 await assert.rejects(client.models.retrieve("nope"), (e) => e.status === 404);
@@ -38,9 +40,10 @@ const helper = client.responses.stream({ model, input: "Hello from Codex", max_o
 const final = await helper.finalResponse();
 assert.equal(final.output_text, cut.output_text);
 
-// Thinking on: the think channel is a reasoning item with a summary part.
+// Thinking on: the think channel is a reasoning item with a summary part (a model without one
+// answers with a message).
 const thought = await client.responses.create({ model, input: "Hello", max_output_tokens: 6, reasoning: { effort: "low" }, temperature: 0 });
-assert.equal(thought.output[0].type, "reasoning", JSON.stringify(thought.output));
+assert.equal(thought.output[0].type, family === "k3" ? "reasoning" : "message", JSON.stringify(thought.output));
 
 // A forced function call, then its output sent back with the call.
 const tools = [{ type: "function", name: "get_weather", description: "Weather in a city",

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "engine/base/error.h"
-#include "prompt_templates/kimi_linear/kimi_linear_template.h"
+#include "prompt_templates/kimi_k2/k2_template.h"
 #include "prompt_templates/raw_template.h"
 #include "protocol/api_error.h"
 #include "protocol/openai/request.h"
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool thinking = size % 2 == 1;  // one of each per input keeps the runs fast
   waste::fuzz::exercise_k3(c, thinking);
   try {
-    waste::render_kimi_linear(c);
+    waste::render_k2(c);
   } catch (const waste::UsageError&) {
   }
   try {

@@ -1,0 +1,115 @@
+#include "prompt_templates/kimi_k2/k2_reply_grammar.h"
+
+#include "engine/base/error.h"
+#include "prompt_templates/kimi_k2/k2_markup.h"
+#include "prompt_templates/kimi_k2/k2_template.h"
+#include "prompt_templates/reply_grammar.h"
+
+namespace waste {
+namespace {
+
+// A literal of one special token that Grammar::literal would read as bytes (<think>).
+int special_literal(Grammar& g, std::string_view name) {
+  SymbolTrie t;
+  t.insert({g.special(std::string(name))}, 0);
+  g.tries.push_back(std::move(t));
+  GrammarNode n;
+  n.kind = GrammarNode::Kind::kLiteral;
+  n.trie = (int)g.tries.size() - 1;
+  return g.add(std::move(n));
+}
+
+// `<think>` · free reasoning (no special tokens) · `</think>`, where the vocabulary has them.
+std::vector<int> think_channel(Grammar& g, const K2GrammarOptions& o) {
+  if (!o.think_tokens) return {};
+  return {special_literal(g, k2::kThinkOpen), free_text(g), special_literal(g, k2::kThinkClose)};
+}
+
+// `<|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>`: the opening of a call,
+// numbered after the conversation's earlier calls as the model numbers them.
+std::string call_opening(const std::string& name, std::size_t index) {
+  return std::string(k2::kCallBegin) + k2::call_id(name, index) + std::string(k2::kArgumentBegin);
+}
+
+// What follows the last call's arguments: the call, the section and the turn end.
+std::string after_last_call() {
+  return std::string(k2::kCallEnd) + std::string(k2::kSectionEnd) + std::string(k2::kEnd);
+}
+
+std::shared_ptr<Grammar> named_call(const Conversation& c) {
+  auto g = std::make_shared<Grammar>();
+  const std::size_t i = named_tool(c);
+  g->root = g->seq({tool_json_arguments(*g, c.tools[i], i), g->literal(after_last_call())});
+  return g;
+}
+
+// `<|tool_calls_section_begin|>` · CALL(n) · ( CALL(n + 1) · ( … ) | end ): one or more calls to
+// the declared tools, numbered from the conversation's call count n, then the section's and the
+// turn's end.
+int tool_calls(Grammar& g, const Conversation& c) {
+  std::vector<int> args;  // per tool, shared by every call position
+  for (std::size_t i = 0; i < c.tools.size(); ++i)
+    args.push_back(tool_json_arguments(g, c.tools[i], i));
+  const std::size_t first = k2_calls_so_far(c);
+  auto call = [&](std::size_t k) {
+    GrammarNode calls;
+    calls.kind = GrammarNode::Kind::kUnion;
+    for (std::size_t i = 0; i < c.tools.size(); ++i)
+      calls.children.push_back(g.seq({g.literal(call_opening(c.tools[i].name, first + k - 1)),
+                                      args[i], g.literal(std::string(k2::kCallEnd))}));
+    return g.add(std::move(calls));
+  };
+  const std::size_t most = c.tool_choice.parallel ? kMaxReplyCalls : 1;
+  const int end = g.literal(std::string(k2::kSectionEnd) + std::string(k2::kEnd));
+  return g.seq({g.literal(std::string(k2::kSectionBegin)), call_sequence(g, most, call, end)});
+}
+
+std::shared_ptr<Grammar> required_call(const Conversation& c, const K2GrammarOptions& o) {
+  if (c.tools.empty()) fail<UsageError>("tool_choice: \"required\" needs at least one tool");
+  auto g = std::make_shared<Grammar>();
+  std::vector<int> parts = think_channel(*g, o);
+  parts.push_back(tool_calls(*g, c));
+  g->root = g->seq(parts);
+  return g;
+}
+
+// The reply holds to response_format; with tools on offer (tool_choice "auto") it may call them
+// instead, as an agent with a final-answer schema works with tools first.
+std::shared_ptr<Grammar> response_format(const Conversation& c, const K2GrammarOptions& o) {
+  auto g = std::make_shared<Grammar>();
+  std::vector<int> parts = think_channel(*g, o);
+  const int answer =
+      g->seq({response_value(*g, c.response_format), g->literal(std::string(k2::kEnd))});
+  if (c.tools.empty() || c.tool_choice.kind == ToolChoice::Kind::kNone) {
+    parts.push_back(answer);
+  } else {
+    GrammarNode either;
+    either.kind = GrammarNode::Kind::kUnion;
+    either.children = {answer, tool_calls(*g, c)};
+    parts.push_back(g->add(std::move(either)));
+  }
+  g->root = g->seq(parts);
+  return g;
+}
+
+}  // namespace
+
+std::shared_ptr<const Grammar> k2_reply_grammar(const Conversation& c, const K2GrammarOptions& o) {
+  if (c.tool_choice.kind == ToolChoice::Kind::kNamed) return named_call(c);
+  if (c.tool_choice.kind == ToolChoice::Kind::kRequired) return required_call(c, o);
+  if (c.response_format.kind == ResponseFormat::Kind::kText) return nullptr;
+  return response_format(c, o);
+}
+
+std::string k2_forced_opening(const Conversation& c, const K2GrammarOptions& o) {
+  if (c.tool_choice.kind != ToolChoice::Kind::kNamed) return "";
+  if (!is_function_name(c.tool_choice.name))
+    fail<UsageError>("tool_choice.function.name: '{}' is not a valid function name",
+                     c.tool_choice.name);
+  std::string think =
+      o.think_tokens ? std::string(k2::kThinkOpen) + std::string(k2::kThinkClose) : "";
+  return think + std::string(k2::kSectionBegin) +
+         call_opening(c.tool_choice.name, k2_calls_so_far(c));
+}
+
+}  // namespace waste
