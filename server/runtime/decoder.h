@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,6 +39,12 @@ struct DecodeInput {
   std::vector<int32_t> forced;           // reply tokens written in the model's place first
   // The reply's required shape after `forced`; null when the reply is free.
   std::unique_ptr<TokenConstraint> constraint;
+  // When the reply must call a tool (tool_choice named or required): given the reply so far,
+  // the ids that finish opening its first call (none when that call is open already, or when
+  // the reply has not yet said which of several tools it calls). A reply cut before its call
+  // opened is read on with them, so it keeps the call as one cut later does. Unset: no call is
+  // promised.
+  std::function<std::vector<int32_t>(std::span<const int32_t> reply)> call_opening_rest;
   std::vector<int32_t> end_ids;  // ids that end the turn
   std::vector<std::string> stop;
   SamplerParams sampler;
