@@ -105,7 +105,15 @@ const std::vector<ServeOption>& options() {
           "never: not even then"},
          [](ServeOptions& o, const std::string& v) {
            o.thinking_allowed = v != "never";
-           o.thinking = o.thinking_allowed && parse_bool(v);
+           if (!o.thinking_allowed) {
+             o.thinking = false;
+             return;
+           }
+           try {
+             o.thinking = parse_bool(v);
+           } catch (const UsageError&) {
+             fail<UsageError>("'{}' is not true, false or never", v);
+           }
          }},
         {{"--effort", "WASTE_EFFORT", "effort", "K3 thinking effort by default: low, high, max"},
          [](ServeOptions& o, const std::string& v) {
