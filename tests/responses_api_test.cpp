@@ -169,6 +169,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ResponsesEchoFields, EveryBadEchoedFieldIsNamed) {
   EXPECT_EQ(refusal(R"({"input":"x","metadata":{"a":1}})"), "metadata.a");
   EXPECT_EQ(refusal(R"({"input":"x","metadata":[]})"), "metadata");
+  EXPECT_EQ(refusal(R"({"input":"x","metadata":{"a":")" + std::string(513, 'v') + "\"}}"),
+            "metadata.a");
+  std::string many = R"({"input":"x","metadata":{)";
+  for (int i = 0; i < 17; i++) many += fmt::format(R"({}"k{}":"v")", i ? "," : "", i);
+  EXPECT_EQ(refusal(many + "}}"), "metadata");
   EXPECT_EQ(refusal(R"({"input":"x","truncation":"sometimes"})"), "truncation");
   EXPECT_EQ(refusal(R"({"input":"x","reasoning":{"summary":"long"}})"), "reasoning.summary");
   EXPECT_EQ(refusal(R"({"input":"x","reasoning":"low"})"), "reasoning");

@@ -248,13 +248,17 @@ std::string choice(const Field& root, std::string_view key, std::vector<std::str
   return f->compact_json();
 }
 
-// metadata: string values under string keys, as OpenAI allows them (16 pairs at most).
+// metadata: string values under string keys, within OpenAI's bounds (16 pairs, keys of 64
+// characters, values of 512).
 std::string metadata(const Field& root) {
   std::optional<Field> f = root.get("metadata");
   if (!f) return "{}";
   std::vector<std::pair<std::string, Field>> pairs = f->members();
   if (pairs.size() > 16) f->refuse(fmt::format("has {} keys (16 at most)", pairs.size()));
-  for (const auto& [key, value] : pairs) value.string();
+  for (const auto& [key, value] : pairs) {
+    if (key.size() > 64) value.refuse("the key is longer than 64 characters");
+    if (value.string().size() > 512) value.refuse("longer than 512 characters");
+  }
   return f->compact_json();
 }
 
