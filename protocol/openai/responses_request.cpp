@@ -285,13 +285,12 @@ std::string reasoning_echo(const Field& root) {
   return w.end_object().str();
 }
 
-// What the response object repeats. Each field's meaning is read elsewhere (the conversation,
-// the generation parameters); here they are checked as far as the echo needs and kept as sent.
+// What the response object repeats. The fields that act are read and checked elsewhere (the
+// conversation, the generation parameters); the rest are checked here, and all kept as sent.
 ResponseEcho parse_echo(const Field& root) {
   ResponseEcho e;
   e.tools = sent(root, "tools", e.tools);
   e.tool_choice = sent(root, "tool_choice", e.tool_choice);
-  if (std::optional<Field> p = root.get("parallel_tool_calls")) p->boolean();
   e.parallel_tool_calls = sent(root, "parallel_tool_calls", e.parallel_tool_calls);
   e.metadata = metadata(root);
   e.temperature = sent(root, "temperature", e.temperature);

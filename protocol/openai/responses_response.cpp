@@ -46,6 +46,7 @@ void usage(JsonWriter& w, const ResponseObject& r) {
   w.end_object().key("total_tokens").value(r.input_tokens + r.output_tokens).end_object();
 }
 
+// The request's settings, as ResponseEcho holds them.
 void echo(JsonWriter& w, const ResponseEcho& e) {
   w.key("parallel_tool_calls").raw(e.parallel_tool_calls).key("previous_response_id").null();
   w.key("store").raw(e.store).key("tools").raw(e.tools).key("tool_choice").raw(e.tool_choice);
