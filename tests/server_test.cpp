@@ -347,7 +347,7 @@ TEST_F(ServerTest, RequestsTurnThinkingOnAndOffUnlessTheServerForbidsIt) {
 // A forced call (tool_choice naming a function, or "required") cut by the token budget before
 // its opening was complete keeps the call, with the arguments generated so far: none, so `{}`.
 TEST_F(ServerTest, AForcedCallCutBeforeItOpenedKeepsTheCall) {
-  auto d = start({k3()});
+  auto d = start({k3(), "--model-name", "k3"});
   const std::string function =
       R"("name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})";
   const std::string tool = R"({"type":"function",)" + function + "}";
@@ -381,6 +381,19 @@ TEST_F(ServerTest, AForcedCallCutBeforeItOpenedKeepsTheCall) {
   EXPECT_EQ(str(choice["finish_reason"]), "length");
   EXPECT_EQ(str(choice["message"]["tool_calls"].at(0)["function"]["name"]), "get_weather");
   EXPECT_EQ(str(choice["message"]["tool_calls"].at(0)["function"]["arguments"]), "{}");
+  // And the Messages API: a tool_use block with empty input, stop_reason "max_tokens".
+  HttpResponse m = http_request(
+      d->port(), "POST", "/v1/messages",
+      R"({"model":"k3","messages":[{"role":"user","content":"weather?"}],"max_tokens":1,"temperature":0,"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"tool_choice":{"type":"any"}})");
+  ASSERT_EQ(m.status, 200) << m.body;
+  auto message = parse(m.body);
+  EXPECT_EQ(str(message["stop_reason"]), "max_tokens");
+  auto blocks = message["content"].get_array().value();
+  ASSERT_GE(blocks.size(), 1u) << m.body;
+  auto use = blocks.at(blocks.size() - 1);
+  EXPECT_EQ(str(use["type"]), "tool_use") << m.body;
+  EXPECT_EQ(str(use["name"]), "get_weather");
+  EXPECT_EQ(simdjson::minify(use["input"]), "{}");
 }
 
 // The bytes of a choice's content logprobs, concatenated, as text (a byte that is no whole

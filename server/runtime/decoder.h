@@ -8,7 +8,9 @@
 //   - the constraint complete (a grammar with no end token of its own)  -> Finish::kEnd
 //   - max_new tokens generated, or prompt + reply filling the context   -> Finish::kLength
 //   - the sink reports the client gone                                  -> Finish::kCancelled
-// Events reach the sink as they happen; content never includes any part of a stop string.
+// Events reach the sink as they happen; content never includes any part of a stop string. A reply
+// cut by its budget while a promised tool call was still opening is read on to that call
+// (DecodeInput::call_opening_rest), so every API reports the call a cut left.
 // Several replies to one prompt (OpenAI's `n`) prefill it once: each reply after the first starts
 // from a copy of the prompt's state and logits, with a fresh copy of the constraint, its own
 // parser and the seed plus its index.
