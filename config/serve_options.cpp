@@ -101,8 +101,20 @@ const std::vector<ServeOption>& options() {
         {{"--cors", "WASTE_CORS", "cors", "allowed browser origins, comma-separated ('*': any)"},
          [](ServeOptions& o, const std::string& v) { o.cors = option_list(v); }},
         {{"--thinking", "WASTE_THINKING", "thinking",
-          "K3 thinks unless a request says (default on)"},
-         [](ServeOptions& o, const std::string& v) { o.thinking = parse_bool(v); }},
+          "K3 thinks when a request does not say (default true); false: only when it asks; "
+          "never: not even then"},
+         [](ServeOptions& o, const std::string& v) {
+           o.thinking_allowed = v != "never";
+           if (!o.thinking_allowed) {
+             o.thinking = false;
+             return;
+           }
+           try {
+             o.thinking = parse_bool(v);
+           } catch (const UsageError&) {
+             fail<UsageError>("'{}' is not true, false or never", v);
+           }
+         }},
         {{"--effort", "WASTE_EFFORT", "effort", "K3 thinking effort by default: low, high, max"},
          [](ServeOptions& o, const std::string& v) {
            if (v != "low" && v != "high" && v != "max")

@@ -52,6 +52,7 @@ std::vector<Segment> ChatFormat::family_segments(const Conversation& c, bool gen
   if (family_ == ChatFamily::kK3) {
     K3RenderOptions o;
     o.default_thinking = defaults_.thinking;
+    o.thinking_allowed = defaults_.thinking_allowed;
     o.default_effort = defaults_.effort;
     o.add_generation_prompt = generation_prompt;
     if (image_prompts) {
@@ -111,6 +112,7 @@ RenderedPrompt ChatFormat::render(const Conversation& c, const ImagePrompts& ima
   if (family_ == ChatFamily::kK3) {
     K3RenderOptions o;
     o.default_thinking = defaults_.thinking;
+    o.thinking_allowed = defaults_.thinking_allowed;
     p.thinking = k3_thinking(c, o);
   }
   return p;
@@ -155,6 +157,18 @@ std::vector<int32_t> ChatFormat::forced_tool_call(const Conversation& c, bool th
   std::vector<int32_t> ids;
   if (!markup.empty())
     for (int id : tok_.encode_markup(markup)) ids.push_back(id);
+  return ids;
+}
+
+std::vector<int32_t> ChatFormat::call_opening_rest(const Conversation& c, bool thinking,
+                                                   std::span<const int32_t> reply) const {
+  if (family_ != ChatFamily::kK3) return {};
+  std::string written;
+  for (int32_t id : reply) written += tok_.token_bytes(id);
+  std::optional<std::string> rest = k3_call_opening_rest(c, thinking, written);
+  std::vector<int32_t> ids;
+  if (rest)
+    for (int id : tok_.encode_markup(*rest)) ids.push_back(id);
   return ids;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct ChatDefaults {
   bool thinking = true;           // K3: when the request does not say
   std::string effort = "max";     // K3: when thinking and the request names no effort
   bool generation_prompt = true;  // end the prompt with the assistant's opening
+  bool thinking_allowed = true;   // K3: false keeps thinking off whatever the request says
 };
 
 class ChatFormat {
@@ -69,6 +71,12 @@ class ChatFormat {
   // in the model's place so the reply is that call (the reply grammar then covers the rest).
   // Empty when the request names no function or the format has no tool calls.
   std::vector<int32_t> forced_tool_call(const Conversation& c, bool thinking) const;
+  // For tool_choice named or required: the ids that finish opening the reply's first call after
+  // `reply` (the reply's ids so far), for a reply cut before that call opened. Empty when the
+  // call is open already, the reply went elsewhere, it has not yet said which of several tools it
+  // calls, or the format has no tool calls.
+  std::vector<int32_t> call_opening_rest(const Conversation& c, bool thinking,
+                                         std::span<const int32_t> reply) const;
   // Ids that end the assistant's turn: the family's end-of-message token and eos.
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
   // The id each image's media block holds once, for the caller to widen to the image's

@@ -390,6 +390,36 @@ TEST(Constraint, K3TypedArgumentsFollowTheToolSchema) {
   EXPECT_FALSE(allowed(mask, *tok.find_special("<|close|>")));
 }
 
+// A reply cut while its forced or required call was opening: the markup that finishes the
+// opening after what was written, so the parser still reads the call.
+TEST(Constraint, K3CallOpeningRestFinishesTheCallACutLeftUnopened) {
+  Conversation c;
+  c.tools.push_back({"ls", "", R"({"type":"object"})", ""});
+  c.tools.push_back({"grep", "", R"({"type":"object"})", ""});
+  const std::string head = "<|close|>response<|sep|><|open|>tools<|sep|>";
+  const std::string ls = head + "<|open|>call tool=\"ls\" index=\"1\"<|sep|>";
+  const std::string leave_think = "<|close|>think<|sep|><|open|>response<|sep|>";
+  c.tool_choice.kind = ToolChoice::Kind::kNamed;
+  c.tool_choice.name = "ls";
+  EXPECT_EQ(k3_call_opening_rest(c, false, ""), ls);
+  EXPECT_EQ(k3_call_opening_rest(c, false, head + "<|open|>call to"),
+            "ol=\"ls\" index=\"1\"<|sep|>");
+  EXPECT_EQ(k3_call_opening_rest(c, true, leave_think), ls);
+  EXPECT_EQ(k3_call_opening_rest(c, false, ls), std::nullopt);  // open already: the parser has it
+  c.tool_choice.kind = ToolChoice::Kind::kRequired;
+  // Which of two tools is not known until the name is.
+  EXPECT_EQ(k3_call_opening_rest(c, false, head), std::nullopt);
+  EXPECT_EQ(k3_call_opening_rest(c, false, head + "<|open|>call tool=\"g"),
+            "rep\" index=\"1\"<|sep|>");
+  // Thinking: a reply cut in its reasoning closes it first; after the close, as without.
+  c.tools.pop_back();
+  EXPECT_EQ(k3_call_opening_rest(c, true, "some reasoning"), leave_think + ls);
+  EXPECT_EQ(k3_call_opening_rest(c, true, "some reasoning" + leave_think + head),
+            "<|open|>call tool=\"ls\" index=\"1\"<|sep|>");
+  c.tool_choice.kind = ToolChoice::Kind::kAuto;
+  EXPECT_EQ(k3_call_opening_rest(c, false, ""), std::nullopt);  // no call was promised
+}
+
 // Drives `text` through a fresh constraint: true when every token is allowed and the grammar
 // is complete at the end.
 bool grammar_takes(std::shared_ptr<const Grammar> g, const std::string& text) {

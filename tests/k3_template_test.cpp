@@ -471,6 +471,26 @@ TEST(K3Thinking, RequestFieldsAndDefaults) {
   EXPECT_FALSE(k3_thinking(req(""), plain()));
 }
 
+// An effort asks for reasoning: it turns thinking on over the server's default, not over the
+// request's own switch; a server that forbids thinking keeps it off whatever the request says.
+TEST(K3Thinking, AnEffortTurnsItOnUnlessTheServerForbidsIt) {
+  const auto req = [](std::string_view extra) {
+    return parse_chat(R"({"messages":[{"role":"user","content":"x"}])" + std::string(extra) + "}");
+  };
+  EXPECT_EQ(req(R"(,"reasoning_effort":"low")").thinking, true);
+  EXPECT_EQ(req(R"(,"reasoning":{"effort":"minimal"})").thinking, true);
+  EXPECT_EQ(req(R"(,"reasoning_effort":"high","thinking":false)").thinking, false);
+  EXPECT_EQ(req(R"(,"reasoning_effort":"none")").thinking, false);
+  EXPECT_TRUE(k3_thinking(req(R"(,"reasoning_effort":"low")"), plain()));
+  K3RenderOptions forbid;
+  forbid.default_thinking = false;
+  forbid.thinking_allowed = false;
+  EXPECT_FALSE(k3_thinking(req(R"(,"thinking":true,"reasoning_effort":"max")"), forbid));
+  const std::string off = show(render_k3(req(R"(,"reasoning_effort":"max")"), forbid));
+  EXPECT_TRUE(off.ends_with(kPromptResponse));
+  EXPECT_EQ(off.find("thinking_effort"), std::string::npos);
+}
+
 TEST(K3Thinking, MediumIsRefused) {
   Conversation r = parse_chat(R"({"messages":[{"role":"user","content":"x"}]})");
   r.thinking_effort = "medium";

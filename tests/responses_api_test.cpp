@@ -4,6 +4,7 @@
 // with increasing sequence numbers.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include "protocol/api_error.h"
@@ -103,6 +104,89 @@ TEST(ResponsesRequest, EveryBadFieldIsNamed) {
   EXPECT_EQ(refusal(R"({"input":"x","reasoning":{"effort":"huge"}})"), "reasoning.effort");
 }
 
+// One field the response object repeats: what a request sends, what comes back for it, and
+// what comes back when the request leaves it out (OpenAI's default).
+struct EchoCase {
+  const char* field;
+  const char* sent;  // the field's JSON in the request
+  const char* echoed;
+  const char* absent;
+};
+
+// The response object's `field` (compact JSON) for a request with `extra` fields.
+std::string echoed(const std::string& extra, const char* field) {
+  ResponsesRequest req = parse(R"({"input":"x")" + extra + "}");
+  ResponseObject r;
+  r.instructions = req.instructions;
+  r.echo = req.echo;
+  const std::string body = response_json(r);
+  simdjson::dom::parser p;
+  simdjson::dom::element e = p.parse(body).value();
+  simdjson::dom::element v;
+  if (e[field].get(v) != simdjson::SUCCESS) return "(missing)";
+  return simdjson::minify(v);
+}
+
+class ResponsesEcho : public ::testing::TestWithParam<EchoCase> {};
+
+TEST_P(ResponsesEcho, RepeatsWhatWasSent) {
+  const EchoCase& c = GetParam();
+  EXPECT_EQ(echoed(fmt::format(R"(,"{}":{})", c.field, c.sent), c.field), c.echoed);
+}
+
+TEST_P(ResponsesEcho, AnswersOpenAIsDefaultWhenNothingWasSent) {
+  const EchoCase& c = GetParam();
+  EXPECT_EQ(echoed("", c.field), c.absent);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, ResponsesEcho,
+    ::testing::Values(
+        EchoCase{
+            "tools",
+            R"([{"type":"function","name":"f","strict":true,"parameters":{"type":"object"}},{"type":"web_search"}])",
+            R"([{"type":"function","name":"f","strict":true,"parameters":{"type":"object"}},{"type":"web_search"}])",
+            "[]"},
+        EchoCase{"tool_choice", R"({"type":"function","name":"f"})",
+                 R"({"type":"function","name":"f"})", R"("auto")"},
+        EchoCase{"parallel_tool_calls", "false", "false", "true"},
+        EchoCase{"metadata", R"({"run":"7","who":"ci"})", R"({"run":"7","who":"ci"})", "{}"},
+        EchoCase{"temperature", "0.25", "0.25", "1"}, EchoCase{"top_p", "0.5", "0.5", "1"},
+        EchoCase{"max_output_tokens", "64", "64", "null"}, EchoCase{"top_logprobs", "3", "3", "0"},
+        EchoCase{"instructions", R"("be brief")", R"("be brief")", "null"},
+        EchoCase{"text", R"({"format":{"type":"json_object"},"verbosity":"low"})",
+                 R"({"format":{"type":"json_object"},"verbosity":"low"})",
+                 R"({"format":{"type":"text"}})"},
+        EchoCase{"reasoning", R"({"effort":"low","summary":"concise"})",
+                 R"({"effort":"low","summary":"concise"})", R"({"effort":null,"summary":null})"},
+        EchoCase{"truncation", R"("auto")", R"("auto")", R"("disabled")"},
+        EchoCase{"store", "true", "true", "false"},
+        EchoCase{"user", R"("u-1")", R"("u-1")", "null"},
+        EchoCase{"prompt_cache_key", R"("k")", R"("k")", "null"},
+        EchoCase{"safety_identifier", R"("s")", R"("s")", "null"}),
+    [](const ::testing::TestParamInfo<EchoCase>& field) { return std::string(field.param.field); });
+
+TEST(ResponsesEchoFields, EveryBadEchoedFieldIsNamed) {
+  EXPECT_EQ(refusal(R"({"input":"x","metadata":{"a":1}})"), "metadata.a");
+  EXPECT_EQ(refusal(R"({"input":"x","metadata":[]})"), "metadata");
+  EXPECT_EQ(refusal(R"({"input":"x","metadata":{"a":")" + std::string(513, 'v') + "\"}}"),
+            "metadata.a");
+  std::string many = R"({"input":"x","metadata":{)";
+  for (int i = 0; i < 17; i++) many += fmt::format(R"({}"k{}":"v")", i ? "," : "", i);
+  EXPECT_EQ(refusal(many + "}}"), "metadata");
+  EXPECT_EQ(refusal(R"({"input":"x","truncation":"sometimes"})"), "truncation");
+  EXPECT_EQ(refusal(R"({"input":"x","reasoning":{"summary":"long"}})"), "reasoning.summary");
+  EXPECT_EQ(refusal(R"({"input":"x","reasoning":"low"})"), "reasoning");
+  EXPECT_EQ(refusal(R"({"input":"x","top_logprobs":21})"), "top_logprobs");
+  EXPECT_EQ(refusal(R"({"input":"x","user":7})"), "user");
+  EXPECT_EQ(refusal(R"({"input":"x","store":"yes"})"), "store");
+  EXPECT_EQ(refusal(R"({"input":"x","parallel_tool_calls":1})"), "parallel_tool_calls");
+  // A partial text is filled in with the format in force.
+  EXPECT_EQ(echoed(R"(,"text":{"verbosity":"high"})", "text"),
+            R"({"format":{"type":"text"},"verbosity":"high"})");
+  EXPECT_EQ(echoed("", "previous_response_id"), "null");
+}
+
 using test::reply_event;
 
 TEST(ResponsesSink, StreamOrderAndIncomplete) {
@@ -150,6 +234,72 @@ TEST(ResponsesSink, StreamOrderAndIncomplete) {
     EXPECT_EQ(std::string_view(e["type"]), w->named[i].first);
     EXPECT_EQ(int64_t(e["sequence_number"]), (int64_t)i);
   }
+}
+
+// The item a cut reply was writing is "incomplete", in the response object and in its stream's
+// done event; the items before it, and every item of a reply that ended by itself, "completed".
+TEST(ResponsesSink, TheItemACutLeftIsIncomplete) {
+  using K = ReplyEvent::Kind;
+  for (bool stream : {false, true})
+    for (Finish finish : {Finish::kLength, Finish::kEnd, Finish::kStop}) {
+      SCOPED_TRACE(std::string(stream ? "stream, " : "body, ") + finish_name(finish));
+      auto w = std::make_shared<test::RecordingWriter>();
+      ResponseObject head;
+      head.id = "resp_abc";
+      ResponsesSink sink(w, head, stream);
+      sink.begin();
+      sink.on_event(reply_event(K::kReasoning, "r"));
+      sink.on_event(reply_event(K::kContent, "partial"));
+      sink.on_event(reply_event(K::kEnd));
+      DecodeResult r;
+      r.finish = finish;
+      sink.end(std::vector{r});
+      const std::string body =
+          stream ? w->named.back().second : w->calls.back().substr(w->calls.back().find('{'));
+      simdjson::dom::parser p;
+      simdjson::dom::element e = p.parse(body).value();
+      simdjson::dom::element resp = stream ? e["response"].value() : e;
+      const char* last = finish == Finish::kLength ? "incomplete" : "completed";
+      EXPECT_EQ(std::string_view(resp["status"]), last);
+      EXPECT_EQ(std::string_view(resp["output"].at(0)["status"]), "completed");
+      EXPECT_EQ(std::string_view(resp["output"].at(1)["type"]), "message");
+      EXPECT_EQ(std::string_view(resp["output"].at(1)["status"]), last);
+      EXPECT_EQ(std::string_view(resp["output"].at(1)["content"].at(0)["text"]), "partial");
+      if (!stream) continue;
+      std::vector<std::string> done;  // each response.output_item.done event's item status
+      for (const auto& [name, data] : w->named)
+        if (name == "response.output_item.done") {
+          simdjson::dom::parser q;
+          done.emplace_back(std::string_view(q.parse(data).value()["item"]["status"]));
+        }
+      EXPECT_EQ(done, (std::vector<std::string>{"completed", last}));
+    }
+}
+
+// A call cut in its arguments: its item is incomplete, with the arguments so far; a call the
+// model closed before another began is completed.
+TEST(ResponsesSink, ACutCallIsIncompleteWithItsArguments) {
+  using K = ReplyEvent::Kind;
+  auto w = std::make_shared<test::RecordingWriter>();
+  ResponseObject head;
+  head.id = "resp_abc";
+  ResponsesSink sink(w, head, false);
+  sink.on_event(reply_event(K::kToolCallStart));
+  sink.on_event(reply_event(K::kToolCallArguments, "{}"));
+  sink.on_event(reply_event(K::kToolCallEnd));
+  sink.on_event(reply_event(K::kToolCallStart));
+  sink.on_event(reply_event(K::kToolCallArguments, R"({"city": "Par"})"));
+  sink.on_event(reply_event(K::kToolCallEnd));
+  sink.on_event(reply_event(K::kEnd));
+  DecodeResult r;
+  r.finish = Finish::kLength;
+  sink.end(std::vector{r});
+  const std::string& call = w->calls.back();
+  simdjson::dom::parser p;
+  simdjson::dom::element e = p.parse(call.substr(call.find('{'))).value();
+  EXPECT_EQ(std::string_view(e["output"].at(0)["status"]), "completed");
+  EXPECT_EQ(std::string_view(e["output"].at(1)["status"]), "incomplete");
+  EXPECT_EQ(std::string_view(e["output"].at(1)["arguments"]), R"({"city": "Par"})");
 }
 
 // A job that never began is an error body with the failure's status and code; one cut during its

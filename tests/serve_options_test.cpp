@@ -42,6 +42,7 @@ TEST(ServeOptions, Defaults) {
   EXPECT_FALSE(o.engine.budget);
   EXPECT_EQ(o.queue, 16u);
   EXPECT_TRUE(o.thinking);
+  EXPECT_TRUE(o.thinking_allowed);
   EXPECT_EQ(o.effort, "max");
   EXPECT_FALSE(o.seed);  // a random seed per request
 }
@@ -104,6 +105,20 @@ TEST(ServeOptions, RefusalsNameTheOptionAndTheSource) {
             std::string::npos);
   test::write_file(d / "bad.json", R"([1])");
   EXPECT_NE(refusal({"--config", (d / "bad.json").string()}).find("must be a JSON object"),
+            std::string::npos);
+}
+
+// --thinking: the default for requests that do not say (true, false), or never, which keeps
+// thinking off whatever a request says.
+TEST(ServeOptions, ThinkingIsADefaultOrForbidden) {
+  ServeOptions off = load({"--thinking", "false"});
+  EXPECT_FALSE(off.thinking);
+  EXPECT_TRUE(off.thinking_allowed);
+  ServeOptions never = load({}, {{"WASTE_THINKING", "never"}});
+  EXPECT_FALSE(never.thinking);
+  EXPECT_FALSE(never.thinking_allowed);
+  EXPECT_TRUE(load({"--thinking", "on"}).thinking);
+  EXPECT_NE(refusal({"--thinking", "maybe"}).find("'maybe' is not true, false or never"),
             std::string::npos);
 }
 

@@ -362,6 +362,121 @@ TEST_F(ServerTest, KimiLinearCallsToolsInK2Format) {
       R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"functions.get_weather:0","content":"sunny"}]}],)" +
           atools + "}");
   EXPECT_EQ(result.status, 200) << result.body;
+
+// Whether a reply thought, on each API: chat's reasoning_content, a Responses reasoning item, a
+// Messages thinking block. `extra` adds the request's thinking fields.
+bool replied_with_reasoning(int port, const std::string& path, const std::string& extra) {
+  std::string body;
+  if (path == "/v1/chat/completions")
+    body =
+        R"({"messages":[{"role":"user","content":"hello world"}],"max_tokens":8,"temperature":0)";
+  else if (path == "/v1/responses")
+    body = R"({"input":"hello world","max_output_tokens":8,"temperature":0)";
+  else
+    body =
+        R"({"model":"k3","messages":[{"role":"user","content":"hello world"}],"max_tokens":8,"temperature":0)";
+  HttpResponse r = http_request(port, "POST", path, body + extra + "}");
+  EXPECT_EQ(r.status, 200) << path << extra << " " << r.body;
+  simdjson::dom::parser p;
+  simdjson::dom::element j = p.parse(r.body).value();
+  if (path == "/v1/chat/completions") {
+    simdjson::dom::element m = j["choices"].at(0)["message"];
+    return m["reasoning_content"].error() == simdjson::SUCCESS &&
+           !str(m["reasoning_content"]).empty();
+  }
+  const char* list = path == "/v1/responses" ? "output" : "content";
+  const char* kind = path == "/v1/responses" ? "reasoning" : "thinking";
+  for (simdjson::dom::element item : j[list].get_array())
+    if (str(item["type"]) == kind) return true;
+  return false;
+}
+
+// The request decides whether K3 thinks, over the server's default either way, as OpenAI's API
+// lets a request choose its reasoning; `--thinking never` keeps it off whatever a request says.
+TEST_F(ServerTest, RequestsTurnThinkingOnAndOffUnlessTheServerForbidsIt) {
+  const std::string chat = "/v1/chat/completions", responses = "/v1/responses",
+                    messages = "/v1/messages";
+  const std::string enabled = R"(,"thinking":{"type":"enabled","budget_tokens":1024})";
+  {
+    auto d = start({k3(), "--model-name", "k3", "--thinking", "false"});
+    EXPECT_FALSE(replied_with_reasoning(d->port(), chat, ""));
+    EXPECT_TRUE(replied_with_reasoning(d->port(), chat, R"(,"reasoning_effort":"low")"));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), responses, ""));
+    EXPECT_TRUE(replied_with_reasoning(d->port(), responses, R"(,"reasoning":{"effort":"low"})"));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), messages, ""));
+    EXPECT_TRUE(replied_with_reasoning(d->port(), messages, enabled));
+    // The request's own switch still wins over the effort it names.
+    EXPECT_FALSE(
+        replied_with_reasoning(d->port(), chat, R"(,"thinking":false,"reasoning_effort":"high")"));
+  }
+  {
+    auto d = start({k3(), "--model-name", "k3"});
+    EXPECT_TRUE(replied_with_reasoning(d->port(), chat, ""));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), chat, R"(,"reasoning_effort":"none")"));
+    EXPECT_TRUE(replied_with_reasoning(d->port(), responses, ""));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), responses, R"(,"reasoning":{"effort":"none"})"));
+    EXPECT_TRUE(replied_with_reasoning(d->port(), messages, ""));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), messages, R"(,"thinking":{"type":"disabled"})"));
+  }
+  {
+    auto d = start({k3(), "--model-name", "k3", "--thinking", "never"});
+    EXPECT_FALSE(replied_with_reasoning(d->port(), chat, R"(,"reasoning_effort":"high")"));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), chat, R"(,"thinking":true)"));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), responses, R"(,"reasoning":{"effort":"high"})"));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), messages, enabled));
+  }
+}
+
+// A forced call (tool_choice naming a function, or "required") cut by the token budget before
+// its opening was complete keeps the call, with the arguments generated so far: none, so `{}`.
+TEST_F(ServerTest, AForcedCallCutBeforeItOpenedKeepsTheCall) {
+  auto d = start({k3(), "--model-name", "k3"});
+  const std::string function =
+      R"("name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})";
+  const std::string tool = R"({"type":"function",)" + function + "}";
+  for (const std::string choice : {R"("required")", R"({"type":"function","name":"get_weather"})"})
+    for (const std::string thinking : {"", R"(,"reasoning":{"effort":"none"})"}) {
+      SCOPED_TRACE(choice + thinking);
+      HttpResponse r =
+          http_request(d->port(), "POST", "/v1/responses",
+                       R"({"input":"weather?","max_output_tokens":1,"temperature":0,"tools":[)" +
+                           tool + R"(],"tool_choice":)" + choice + thinking + "}");
+      ASSERT_EQ(r.status, 200) << r.body;
+      auto j = parse(r.body);
+      EXPECT_EQ(str(j["status"]), "incomplete");
+      // Last, after the reasoning a required call may think first.
+      auto output = j["output"].get_array().value();
+      ASSERT_GE(output.size(), 1u) << r.body;
+      auto call = output.at(output.size() - 1);
+      EXPECT_EQ(str(call["type"]), "function_call");
+      EXPECT_EQ(str(call["name"]), "get_weather");
+      EXPECT_EQ(str(call["arguments"]), "{}");
+      EXPECT_EQ(str(call["status"]), "incomplete");
+      EXPECT_EQ(int64_t(j["usage"]["output_tokens"]), 1);  // the completed opening is not counted
+    }
+  // Chat completions, the same promise: the call, finish_reason "length".
+  HttpResponse c = http_request(
+      d->port(), "POST", "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"weather?"}],"max_tokens":2,"temperature":0,"tools":[{"type":"function","function":{)" +
+          function + R"(}}],"tool_choice":{"type":"function","function":{"name":"get_weather"}}})");
+  ASSERT_EQ(c.status, 200) << c.body;
+  auto choice = parse(c.body)["choices"].at(0);
+  EXPECT_EQ(str(choice["finish_reason"]), "length");
+  EXPECT_EQ(str(choice["message"]["tool_calls"].at(0)["function"]["name"]), "get_weather");
+  EXPECT_EQ(str(choice["message"]["tool_calls"].at(0)["function"]["arguments"]), "{}");
+  // And the Messages API: a tool_use block with empty input, stop_reason "max_tokens".
+  HttpResponse m = http_request(
+      d->port(), "POST", "/v1/messages",
+      R"({"model":"k3","messages":[{"role":"user","content":"weather?"}],"max_tokens":1,"temperature":0,"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"tool_choice":{"type":"any"}})");
+  ASSERT_EQ(m.status, 200) << m.body;
+  auto message = parse(m.body);
+  EXPECT_EQ(str(message["stop_reason"]), "max_tokens");
+  auto blocks = message["content"].get_array().value();
+  ASSERT_GE(blocks.size(), 1u) << m.body;
+  auto use = blocks.at(blocks.size() - 1);
+  EXPECT_EQ(str(use["type"]), "tool_use") << m.body;
+  EXPECT_EQ(str(use["name"]), "get_weather");
+  EXPECT_EQ(simdjson::minify(use["input"]), "{}");
 }
 
 // The bytes of a choice's content logprobs, concatenated, as text (a byte that is no whole

@@ -17,6 +17,12 @@ std::string call_opening(const std::string& name) {
   return fmt::format("{}{} tool=\"{}\" index=\"1\"{}", k3::kOpen, k3::kCall, name, k3::kSep);
 }
 
+// Leave the think channel (if the prompt opened it) and the response channel, open the call.
+std::string first_call_opening(const std::string& name, bool thinking) {
+  const std::string leave_think = thinking ? k3::think_to_response() : "";
+  return leave_think + close_tag(k3::kResponse) + open_tag(k3::kTools) + call_opening(name);
+}
+
 // What follows a call's arguments: the call, the tools element and the message end.
 std::string after_call() {
   return close_tag(k3::kCall) + close_tag(k3::kTools) + k3::message_end();
@@ -113,10 +119,28 @@ std::string k3_forced_opening(const Conversation& c, bool thinking) {
   if (!is_function_name(c.tool_choice.name))
     fail<UsageError>("tool_choice.function.name: '{}' is not a valid function name",
                      c.tool_choice.name);
-  // Leave the think channel (if the prompt opened it) and the response channel, open the call.
-  std::string markup = thinking ? k3::think_to_response() : "";
-  return markup + close_tag(k3::kResponse) + open_tag(k3::kTools) +
-         call_opening(c.tool_choice.name);
+  return first_call_opening(c.tool_choice.name, thinking);
+}
+
+std::optional<std::string> k3_call_opening_rest(const Conversation& c, bool thinking,
+                                                std::string_view written) {
+  const bool named = c.tool_choice.kind == ToolChoice::Kind::kNamed;
+  if (!named && c.tool_choice.kind != ToolChoice::Kind::kRequired) return std::nullopt;
+  // A required reply reasons freely first: what counts is what follows the think channel's
+  // close, and a reply cut before it has written none of the opening.
+  if (thinking && !named) {
+    const size_t at = written.find(close_tag(k3::kThink));
+    written = at == std::string_view::npos ? std::string_view() : written.substr(at);
+  }
+  std::optional<std::string> rest;
+  for (const Tool& t : c.tools) {
+    if (named && t.name != c.tool_choice.name) continue;
+    const std::string full = first_call_opening(t.name, thinking);
+    if (written.size() >= full.size() || !full.starts_with(written)) continue;
+    if (rest) return std::nullopt;  // several tools still fit: which one is not known
+    rest = full.substr(written.size());
+  }
+  return rest;
 }
 
 }  // namespace waste

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "protocol/constraint/grammar.h"
 #include "protocol/constraint/json_schema.h"
@@ -26,5 +28,12 @@ std::shared_ptr<const Grammar> k3_reply_grammar(const Conversation& c, bool thin
 // channel when the prompt opened it), written in the model's place so the reply is that call.
 // Empty for any other tool_choice.
 std::string k3_forced_opening(const Conversation& c, bool thinking);
+
+// For tool_choice named or required, a reply cut before its first call opened: the markup that
+// finishes opening that call after `written` (the reply's text so far, special tokens spelled
+// out). A required reply cut while reasoning gets the think channel closed first. Nullopt when
+// the call is open already, the reply is not on the way to one, or several tools still fit.
+std::optional<std::string> k3_call_opening_rest(const Conversation& c, bool thinking,
+                                                std::string_view written);
 
 }  // namespace waste

@@ -16,6 +16,8 @@ namespace waste {
 struct K3RenderOptions {
   // Used when the request leaves thinking unset.
   bool default_thinking = true;
+  // False: thinking is off whatever the request says (the operator forbids it).
+  bool thinking_allowed = true;
   // Used when thinking is on and the request names no effort. "max" because the release's
   // apply_chat_template passes max when the caller gives none, so every prompt the model saw in
   // the default path starts with the max note; "" renders no note (build_chat_segments' own

@@ -404,6 +404,9 @@ void parse_thinking(const Field& root, Conversation& out) {
   for (const auto& [name, k3] : kEfforts)
     if (v == name) {
       out.thinking_effort = std::string(k3);
+      // Asking for an effort asks for reasoning, as on OpenAI's reasoning models: it turns
+      // thinking on over the server's default, though not over the request's own switch.
+      if (!out.thinking) out.thinking = true;
       return;
     }
   effort->refuse(fmt::format(

@@ -27,7 +27,8 @@ struct ChatCompletionRequest {
 // bool, or an object whose `type` is "enabled" / "disabled"), then `enable_thinking`. The effort
 // from `chat_template_kwargs.thinking_effort`, `reasoning_effort`, `thinking_effort`,
 // `reasoning.effort`, then `thinking.effort`: "none" turns thinking off; "minimal" and "low" become
-// K3's low, "medium" and "high" its high, "max" its max.
+// K3's low, "medium" and "high" its high, "max" its max. Any effort but "none" also turns
+// thinking on unless the request's own switch says off (the server's default does not count).
 //
 // `logprobs: true` reports each content token's log-probability, `top_logprobs` (0-20) that many
 // alternatives; `n` (1 to the limit) asks for that many replies.

@@ -1,9 +1,13 @@
 #include "protocol/openai/responses_request.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "protocol/api_error.h"
 #include "protocol/json/json_reader.h"
+#include "protocol/json/json_writer.h"
 #include "protocol/openai/request_fields.h"
 #include "protocol/request_body.h"
 
@@ -221,6 +225,90 @@ GenerationParams parse_params(const Field& root, const RequestLimits& limits) {
   return g;
 }
 
+// The field as it was sent (compact JSON), or `absent` when it was not.
+std::string sent(const Field& root, std::string_view key, std::string absent) {
+  std::optional<Field> f = root.get(key);
+  return f ? f->compact_json() : absent;
+}
+
+std::string string_or_null(const Field& root, std::string_view key) {
+  std::optional<Field> f = root.get(key);
+  if (f) f->string();
+  return sent(root, key, "null");
+}
+
+// One of `allowed`, as sent; `absent` when it was not.
+std::string choice(const Field& root, std::string_view key, std::vector<std::string> allowed,
+                   std::string absent) {
+  std::optional<Field> f = root.get(key);
+  if (!f) return absent;
+  const std::string v = f->string();
+  if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+    f->refuse(fmt::format("unknown value \"{}\" (expected {})", v, fmt::join(allowed, " or ")));
+  return f->compact_json();
+}
+
+// metadata: string values under string keys, within OpenAI's bounds (16 pairs, keys of 64
+// characters, values of 512).
+std::string metadata(const Field& root) {
+  std::optional<Field> f = root.get("metadata");
+  if (!f) return "{}";
+  std::vector<std::pair<std::string, Field>> pairs = f->members();
+  if (pairs.size() > 16) f->refuse(fmt::format("has {} keys (16 at most)", pairs.size()));
+  for (const auto& [key, value] : pairs) {
+    if (key.size() > 64) value.refuse("the key is longer than 64 characters");
+    if (value.string().size() > 512) value.refuse("longer than 512 characters");
+  }
+  return f->compact_json();
+}
+
+// text: the format in force (text when none was sent) beside whatever else was sent.
+std::string text_echo(const Field& root) {
+  std::optional<Field> text = root.get("text");
+  JsonWriter w;
+  w.begin_object().key("format");
+  std::optional<Field> format = text ? text->get("format") : std::nullopt;
+  format ? w.raw(format->compact_json()) : w.raw(R"({"type":"text"})");
+  if (text)
+    for (const auto& [key, value] : text->members())
+      if (key != "format") w.key(key).raw(value.compact_json());
+  return w.end_object().str();
+}
+
+// reasoning: the effort and summary as sent, null when not.
+std::string reasoning_echo(const Field& root) {
+  std::optional<Field> r = root.get("reasoning");
+  if (r) r->expect_object();
+  JsonWriter w;
+  w.begin_object().key("effort").raw(r ? sent(*r, "effort", "null") : "null");
+  w.key("summary").raw(r ? choice(*r, "summary", {"auto", "concise", "detailed"}, "null") : "null");
+  return w.end_object().str();
+}
+
+// What the response object repeats. The fields that act are read and checked elsewhere (the
+// conversation, the generation parameters); the rest are checked here, and all kept as sent.
+ResponseEcho parse_echo(const Field& root) {
+  ResponseEcho e;
+  e.tools = sent(root, "tools", e.tools);
+  e.tool_choice = sent(root, "tool_choice", e.tool_choice);
+  e.parallel_tool_calls = sent(root, "parallel_tool_calls", e.parallel_tool_calls);
+  e.metadata = metadata(root);
+  e.temperature = sent(root, "temperature", e.temperature);
+  e.top_p = sent(root, "top_p", e.top_p);
+  e.max_output_tokens = sent(root, "max_output_tokens", e.max_output_tokens);
+  root.get_integer("top_logprobs", 0, 20);
+  e.top_logprobs = sent(root, "top_logprobs", e.top_logprobs);
+  e.text = text_echo(root);
+  e.reasoning = reasoning_echo(root);
+  e.truncation = choice(root, "truncation", {"auto", "disabled"}, e.truncation);
+  root.get_boolean("store");
+  e.store = sent(root, "store", e.store);
+  e.user = string_or_null(root, "user");
+  e.prompt_cache_key = string_or_null(root, "prompt_cache_key");
+  e.safety_identifier = string_or_null(root, "safety_identifier");
+  return e;
+}
+
 }  // namespace
 
 ResponsesRequest parse_responses_request(std::string_view body, const RequestLimits& limits) {
@@ -236,7 +324,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const RequestLim
     c.response_format = parse_text_format(root);
     parse_thinking(root, c);  // reasoning.effort
     out.params = parse_params(root, limits);
-    if (std::optional<Field> store = root.get("store")) store->boolean();
+    out.echo = parse_echo(root);
     return out;
   });
 }

@@ -15,6 +15,7 @@
 
 #include "protocol/conversation.h"
 #include "protocol/generation_params.h"
+#include "protocol/openai/responses_response.h"
 
 namespace waste {
 
@@ -22,6 +23,7 @@ struct ResponsesRequest {
   Conversation conversation;
   GenerationParams params;
   std::string instructions;  // echoed in the response object
+  ResponseEcho echo;         // the settings the response object repeats
 };
 
 ResponsesRequest parse_responses_request(std::string_view body, const RequestLimits& limits);

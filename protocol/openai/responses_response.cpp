@@ -34,7 +34,8 @@ void item_json(JsonWriter& w, const OutputItem& item) {
       w.key("name").value(item.name).key("arguments").value(item.arguments);
       break;
   }
-  w.key("status").value(item.done ? "completed" : "in_progress").end_object();
+  w.key("status").value(item.cut ? "incomplete" : item.done ? "completed" : "in_progress");
+  w.end_object();
 }
 
 void usage(JsonWriter& w, const ResponseObject& r) {
@@ -43,6 +44,19 @@ void usage(JsonWriter& w, const ResponseObject& r) {
   w.end_object().key("output_tokens").value(r.output_tokens);
   w.key("output_tokens_details").begin_object().key("reasoning_tokens").value(r.reasoning_tokens);
   w.end_object().key("total_tokens").value(r.input_tokens + r.output_tokens).end_object();
+}
+
+// The request's settings, as ResponseEcho holds them.
+void echo(JsonWriter& w, const ResponseEcho& e) {
+  w.key("parallel_tool_calls").raw(e.parallel_tool_calls).key("previous_response_id").null();
+  w.key("store").raw(e.store).key("tools").raw(e.tools).key("tool_choice").raw(e.tool_choice);
+  w.key("truncation").raw(e.truncation).key("metadata").raw(e.metadata);
+  w.key("temperature").raw(e.temperature).key("top_p").raw(e.top_p);
+  w.key("max_output_tokens").raw(e.max_output_tokens);
+  w.key("top_logprobs").raw(e.top_logprobs).key("text").raw(e.text);
+  w.key("reasoning").raw(e.reasoning).key("user").raw(e.user);
+  w.key("prompt_cache_key").raw(e.prompt_cache_key);
+  w.key("safety_identifier").raw(e.safety_identifier);
 }
 
 void response(JsonWriter& w, const ResponseObject& r) {
@@ -62,10 +76,8 @@ void response(JsonWriter& w, const ResponseObject& r) {
   r.instructions.empty() ? w.null() : w.value(r.instructions);
   w.key("model").value(r.model).key("output").begin_array();
   for (const OutputItem& item : r.output) item_json(w, item);
-  w.end_array().key("parallel_tool_calls").value(true).key("previous_response_id").null();
-  w.key("store").value(false).key("tools").begin_array().end_array();
-  w.key("tool_choice").value("auto").key("truncation").value("disabled");
-  w.key("metadata").begin_object().end_object();
+  w.end_array();
+  echo(w, r.echo);
   if (r.usage)
     usage(w, r);
   else

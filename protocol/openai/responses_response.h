@@ -16,6 +16,27 @@ struct OutputItem {
   std::string text;                      // kReasoning: the think channel; kMessage: the output_text
   std::string call_id, name, arguments;  // kFunctionCall
   bool done = false;                     // status "completed", else "in_progress"
+  bool cut = false;                      // done by the reply's cut: status "incomplete"
+};
+
+// The request's settings the response object repeats, each as JSON text: what the request sent
+// (as it sent it), or what OpenAI answers when it sent nothing.
+struct ResponseEcho {
+  std::string tools = "[]";
+  std::string tool_choice = "\"auto\"";
+  std::string parallel_tool_calls = "true";
+  std::string metadata = "{}";
+  std::string temperature = "1";
+  std::string top_p = "1";
+  std::string max_output_tokens = "null";
+  std::string top_logprobs = "0";
+  std::string text = R"({"format":{"type":"text"}})";
+  std::string reasoning = R"({"effort":null,"summary":null})";
+  std::string truncation = "\"disabled\"";
+  std::string store = "false";  // OpenAI's default is true; this server keeps nothing
+  std::string user = "null";
+  std::string prompt_cache_key = "null";
+  std::string safety_identifier = "null";
 };
 
 struct ResponseObject {
@@ -26,6 +47,7 @@ struct ResponseObject {
   std::string incomplete_reason;       // "max_output_tokens" when incomplete
   std::optional<std::string> error;    // failed: the message
   std::string instructions;
+  ResponseEcho echo;
   std::vector<OutputItem> output;
   bool usage = false;  // write usage (once the reply is over)
   int64_t input_tokens = 0, cached_tokens = 0, output_tokens = 0, reasoning_tokens = 0;

@@ -304,6 +304,7 @@ void Api::responses(const std::string& body, const Writer& w) {
   header.created_at = unix_now();
   header.model = model;
   header.instructions = req.instructions;
+  header.echo = std::move(req.echo);
   job.sink = std::make_unique<ResponsesSink>(w, std::move(header), req.params.stream);
   submit(std::move(job));
 }

@@ -72,12 +72,17 @@ RenderedPrompt render(const ServingModel& m, const ServeOptions& o, const Conver
   }
 }
 
+// Whether the reply must call a tool: the family enforces tool_choice named or required.
+bool call_required(const ServingModel& m, const Conversation& c) {
+  return m.format.family() != ChatFamily::kRaw &&
+         (c.tool_choice.kind == ToolChoice::Kind::kNamed ||
+          c.tool_choice.kind == ToolChoice::Kind::kRequired);
+}
+
 // The constraint that holds the reply to response_format or the forced tool call.
 std::unique_ptr<TokenConstraint> reply_constraint(const ServingModel& m, const Conversation& c,
                                                   bool thinking) {
-  const bool tools =
-      m.format.family() != ChatFamily::kRaw && (c.tool_choice.kind == ToolChoice::Kind::kNamed ||
-                                                c.tool_choice.kind == ToolChoice::Kind::kRequired);
+  const bool tools = call_required(m, c);
   try {
     std::shared_ptr<const Grammar> g = m.format.reply_grammar(c, thinking);
     if (!g) return nullptr;
@@ -124,6 +129,15 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
     throw ApiError(400, e.what(), "tool_choice");
   }
   in.constraint = reply_constraint(m, c, rp.thinking);
+  if (call_required(m, c)) {
+    Conversation calls;  // what the opening depends on, kept for the job's lifetime
+    calls.tools = c.tools;
+    calls.tool_choice = c.tool_choice;
+    in.call_opening_rest = [&format = m.format, calls = std::move(calls),
+                            thinking = rp.thinking](std::span<const int32_t> reply) {
+      return format.call_opening_rest(calls, thinking, reply);
+    };
+  }
   in.end_ids = m.format.end_ids();
   in.stop = p.stop;
   in.sampler = p.sampler;

@@ -63,12 +63,13 @@ void ResponsesSink::open_item(OutputItem item) {
           part_event("response.reasoning_summary_part.added", next_seq(), at, it));
 }
 
-void ResponsesSink::close_item() {
+void ResponsesSink::close_item(bool cut) {
   if (!open_) return;
   open_ = false;
   OutputItem& it = r_.output.back();
   if (it.kind == Kind::kFunctionCall && it.arguments.empty()) it.arguments = "{}";
   it.done = true;
+  it.cut = cut;
   if (!started_) return;
   const size_t at = r_.output.size() - 1;
   switch (it.kind) {
@@ -133,19 +134,19 @@ void ResponsesSink::on_event(const ReplyEvent& e) {
       return append(Kind::kFunctionCall, e.text);
     case ReplyEvent::Kind::kToolCallEnd:
     case ReplyEvent::Kind::kEnd:
-      return close_item();
+      return;  // the item stays open until the next one or end(), which knows whether it was cut
   }
 }
 
 void ResponsesSink::end(std::span<const DecodeResult> rs) {
-  close_item();
   const DecodeResult& d = rs[0];
+  const bool cut = d.finish == Finish::kLength;
+  close_item(cut);
   r_.usage = true;
   r_.input_tokens = d.prompt_tokens;
   r_.cached_tokens = d.cached_tokens;
   r_.output_tokens = (int64_t)d.tokens.size();
   r_.reasoning_tokens = reasoning_tokens_;
-  const bool cut = d.finish == Finish::kLength;
   r_.status = cut ? "incomplete" : "completed";
   if (cut) r_.incomplete_reason = "max_output_tokens";
   if (!stream_) {

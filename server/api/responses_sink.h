@@ -30,7 +30,8 @@ class ResponsesSink final : public JobSink {
 
  private:
   void open_item(OutputItem item);
-  void close_item();
+  // Finishes the open item: status "incomplete" when the reply was cut in it.
+  void close_item(bool cut = false);
   void append(OutputItem::Kind kind, const std::string& text);
   void write(const char* type, const std::string& data);
   int64_t next_seq() { return seq_++; }
@@ -40,7 +41,9 @@ class ResponsesSink final : public JobSink {
   bool stream_;
   std::chrono::milliseconds keepalive_;
   bool started_ = false;
-  bool open_ = false;  // r_.output.back() is still receiving
+  // r_.output.back() is not finished yet: it may still receive text, and the item open when the
+  // reply ends is the one a cut left incomplete, so only the next item or end() closes it.
+  bool open_ = false;
   int64_t seq_ = 0;
   size_t ids_ = 0;             // output items numbered so far, for their ids
   int64_t unread_tokens_ = 0;  // tokens chosen since the last event

@@ -57,7 +57,8 @@ ServingModel::ServingModel(const ServeOptions& opt)
       id(!opt.model_name.empty() ? opt.model_name
                                  : std::filesystem::path(host.path()).filename().stem().string()),
       aliases(opt.model_aliases),
-      format(required_tokenizer(host), host.eos(), ChatDefaults{opt.thinking, opt.effort}),
+      format(required_tokenizer(host), host.eos(),
+             ChatDefaults{opt.thinking, opt.effort, true, opt.thinking_allowed}),
       token_index(make_token_index(*host.tokenizer(), host.model().config().vocab)),
       cache_folder(cache_root(opt)),
       fingerprint(start_fingerprint(cache_folder, host)),

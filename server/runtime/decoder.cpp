@@ -202,6 +202,10 @@ void Decoder::decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink
   }
   r.decode_seconds = seconds_since(t0);
   if (r.finish == Finish::kCancelled) return;
+  // The rest of a promised call's opening is not generated: r.tokens and usage leave it out.
+  if (parser && r.finish == Finish::kLength && in.call_opening_rest &&
+      parser->reply().tool_calls.empty())
+    for (int32_t id : in.call_opening_rest(r.tokens)) out.push(parser->push(id));
   if (parser) out.push(parser->finish());
   if (cache_) cache_->put(s, media_keys(in.images.get()));
 }

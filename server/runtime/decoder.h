@@ -8,13 +8,16 @@
 //   - the constraint complete (a grammar with no end token of its own)  -> Finish::kEnd
 //   - max_new tokens generated, or prompt + reply filling the context   -> Finish::kLength
 //   - the sink reports the client gone                                  -> Finish::kCancelled
-// Events reach the sink as they happen; content never includes any part of a stop string.
+// Events reach the sink as they happen; content never includes any part of a stop string. A reply
+// cut by its budget while a promised tool call was still opening is read on to that call
+// (DecodeInput::call_opening_rest), so every API reports the call a cut left.
 // Several replies to one prompt (OpenAI's `n`) prefill it once: each reply after the first starts
 // from a copy of the prompt's state and logits, with a fresh copy of the constraint, its own
 // parser and the seed plus its index.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,6 +41,12 @@ struct DecodeInput {
   std::vector<int32_t> forced;           // reply tokens written in the model's place first
   // The reply's required shape after `forced`; null when the reply is free.
   std::unique_ptr<TokenConstraint> constraint;
+  // When the reply must call a tool (tool_choice named or required): given the reply so far,
+  // the ids that finish opening its first call (none when that call is open already, or when
+  // the reply has not yet said which of several tools it calls). A reply cut before its call
+  // opened is read on with them, so it keeps the call as one cut later does. Unset: no call is
+  // promised.
+  std::function<std::vector<int32_t>(std::span<const int32_t> reply)> call_opening_rest;
   std::vector<int32_t> end_ids;  // ids that end the turn
   std::vector<std::string> stop;
   SamplerParams sampler;
