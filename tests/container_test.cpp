@@ -261,6 +261,42 @@ TEST_F(ContainerTest, BadManifestsAreRefusedNamingTheField) {
   }
 }
 
+// The DeepSeek-V3 family's rotation and grouped routing are not implemented: a container asking
+// for them is refused naming the field, never run unrotated or ungrouped.
+TEST_F(ContainerTest, UnimplementedRotationAndRoutingAreRefusedNamingTheField) {
+  const ManifestCase cases[] = {
+      {"\"mla_use_nope\":true,", "", "config.mla_use_nope: absent or false"},
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":false", "config.mla_use_nope: absent or false"},
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":1", "config.mla_use_nope: must be true or false"},
+      {"\"mla_use_nope\":true",
+       "\"mla_use_nope\":true,\"rope_scaling\":{\"type\":\"linear\",\"factor\":4}",
+       "config.rope_scaling.type: 'linear' is not implemented"},
+      {"\"moe_router_activation_func\":\"sigmoid\"", "\"moe_router_activation_func\":\"softmax\"",
+       "config.moe_router_activation_func: 'softmax' is not implemented"},
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":true,\"scoring_func\":\"softmax\"",
+       "config.scoring_func: 'softmax' is not implemented"},
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":true,\"n_group\":4,\"topk_group\":2",
+       "grouped top-k (n_group/num_expert_group 4, topk_group 2) is not implemented"},
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":true,\"num_expert_group\":3",
+       "8 experts in n_group/num_expert_group 3 with topk_group 3 do not divide"},
+  };
+  for (const ManifestCase& k : cases) {
+    fs::path p = scratch_.path() / "bad";
+    fs::remove_all(p);
+    fs::copy(kl(), p, fs::copy_options::recursive);
+    edit_manifest(p, k.from, k.to);
+    std::string msg = open_error(p);
+    EXPECT_NE(msg.find(k.expect), std::string::npos) << "edit " << k.to << " gave: " << msg;
+  }
+  // What the Kimi releases write opens: one group, a sigmoid router, no rotation.
+  fs::path p = scratch_.path() / "kimi";
+  fs::copy(kl(), p, fs::copy_options::recursive);
+  edit_manifest(p, "\"mla_use_nope\":true",
+                "\"mla_use_nope\":true,\"num_expert_group\":1,\"topk_group\":1,"
+                "\"use_grouped_topk\":true,\"rope_theta\":10000.0,\"rope_scaling\":null");
+  EXPECT_EQ(Container::open(p)->config().n_group, 1);
+}
+
 TEST_F(ContainerTest, WrongTensorShapeIsNamed) {
   fs::path p = copy_of(kl());
   std::string m = test::read_file(p / "manifest.json");

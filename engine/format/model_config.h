@@ -14,6 +14,17 @@ namespace waste {
 
 enum class Arch { kKimiLinear, kK3 };
 
+// MLA's rotary position embedding (the DeepSeek-V3 family), with YaRN scaling. The Kimi models set
+// `mla_use_nope` and carry no rotation.
+struct MlaRope {
+  bool on = false;  // `mla_use_nope` absent or false, with qk_rope > 0
+  double theta = 10000.0;
+  double factor = 1.0;  // YaRN's; 1 = plain RoPE
+  double beta_fast = 32.0, beta_slow = 1.0;
+  double mscale_all_dim = 0.0;  // 0 = no attention-scale correction
+  double original_max = 4096.0;
+};
+
 struct ModelConfig {
   std::string architecture;  // config._outer.architectures[0] or config.architectures[0]
   int n_layers = 0;
@@ -35,6 +46,8 @@ struct ModelConfig {
   bool renormalize = false;  // QUIRK: presence of `moe_renormalize`, not its value
   int latent = 0;            // routed_expert_hidden_size; 0 = experts run on the full hidden
   bool latent_norm = false;  // QUIRK: presence-based
+  int n_group = 1;           // grouped top-k: experts split into n_group groups, of which
+  int topk_group = 1;        // the topk_group best compete
 
   // MLA
   int n_heads = 0;
@@ -44,6 +57,7 @@ struct ModelConfig {
   int qk_rope = 0;
   int v_head = 0;
   bool mla_output_gate = false;  // QUIRK: presence-based
+  MlaRope rope;
 
   // KDA
   int kda_heads = 0;
