@@ -137,14 +137,8 @@ void check_sanity(const ModelConfig& c, const std::string& where) {
       (c.n_heads < 1 || c.kv_lora < 1 || c.qk_nope < 1 || c.v_head < 1 || c.qk_rope < 0))
     fail("{}: MLA layers need num_attention_heads, kv_lora_rank, qk_nope_head_dim, v_head_dim",
          where);
-  if (c.n_mla_layers() > 0 && c.rope.on)
-    fail(
-        "{}.mla_use_nope: absent or false asks for MLA rotary position embedding "
-        "(rope_theta, rope_scaling), which is not implemented; only mla_use_nope: true runs",
-        where);
-  if (c.n_experts > 0 && c.topk_group < c.n_group)
-    fail("{}: grouped top-k (n_group/num_expert_group {}, topk_group {}) is not implemented", where,
-         c.n_group, c.topk_group);
+  if (c.n_mla_layers() > 0 && c.rope.on && c.qk_rope % 2 != 0)
+    fail("{}.qk_rope_head_dim: {} is odd, and the rotation turns pairs", where, c.qk_rope);
   check_products(c, where);
 }
 

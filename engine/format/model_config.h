@@ -12,7 +12,7 @@ class element;
 
 namespace waste {
 
-enum class Arch { kKimiLinear, kK3 };
+enum class Arch { kKimiLinear, kK3, kDeepSeekV3 };
 
 // MLA's rotary position embedding (the DeepSeek-V3 family), with YaRN scaling. The Kimi models set
 // `mla_use_nope` and carry no rotation.
@@ -80,7 +80,10 @@ struct ModelConfig {
   int expert_in() const { return latent > 0 ? latent : hidden; }
   int shared_inter() const { return moe_inter * (n_shared > 0 ? n_shared : 1); }
   int kda_channels() const { return kda_heads * kda_dim; }
-  Arch arch() const { return attn_res_block > 0 || latent > 0 ? Arch::kK3 : Arch::kKimiLinear; }
+  Arch arch() const {
+    if (attn_res_block > 0 || latent > 0) return Arch::kK3;
+    return rope.on && n_mla_layers() > 0 ? Arch::kDeepSeekV3 : Arch::kKimiLinear;
+  }
 };
 
 // Parses and range-checks `config` (already flattened as the converter writes it). `where` names

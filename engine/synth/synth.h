@@ -12,7 +12,8 @@ namespace waste {
 
 struct SynthOptions {
   Arch arch = Arch::kKimiLinear;
-  std::string preset = "tiny";  // tiny | small | 48b-shape (Kimi-Linear) | k3-shape (K3)
+  std::string preset = "tiny";  // tiny | small | 48b-shape (Kimi-Linear) | k3-shape (K3); tiny only
+                                // for DeepSeek-V3
   uint64_t seed = 1;
   int layers = 0;  // k3-shape only: the first `layers` of K3's 93 (0: 2)
 };
