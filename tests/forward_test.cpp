@@ -383,35 +383,49 @@ INSTANTIATE_TEST_SUITE_P(Arch, ForwardTest,
                          ::testing::Values(Arch::kKimiLinear, Arch::kK3, Arch::kDeepSeekV3),
                          [](const auto& test_info) { return name_of(test_info.param); });
 
-// MLA with the rotation is the DeepSeek-V3 family's only positional signal: without it every
-// layer attends over an unordered set, so two turns swapped would give the same answer up to
-// rounding. With it, the answer depends on which turn came first.
+// On the DeepSeek-V3 architecture the rotation is MLA's only positional signal. In one layer
+// (dense, so nothing else mixes positions) the last token attends over the earlier tokens'
+// latents: unrotated, that is an unordered set and two turns swapped give the same answer up to
+// rounding; rotated, the answer depends on which turn came first.
 TEST(DeepSeekV3Forward, TheAnswerDependsOnTheOrderOfTheTurns) {
   test::TempDir d;
-  write_synthetic(d / "m", {Arch::kDeepSeekV3, "tiny", 5});
-  auto c = Container::open(d / "m");
-  EXPECT_TRUE(c->config().rope.on);
+  SynthOptions o{Arch::kDeepSeekV3, "tiny", 5};
+  o.layers = 1;
+  write_synthetic(d / "m", o);
+  fs::copy(d / "m", d / "nope", fs::copy_options::recursive);
+  std::string manifest = test::read_file(d / "nope/manifest.json");
+  manifest.replace(manifest.find("\"rope_theta\""), 0, "\"mla_use_nope\":true,");
+  test::write_file(d / "nope/manifest.json", manifest);
+
   const int32_t open = 3, close = 4, assistant = 5;
   const std::vector<int32_t> first = {open, 40, 41, 42, 43, close};
   const std::vector<int32_t> second = {open, 60, 61, 62, close};
-  auto answer = [&](const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-    std::vector<int32_t> ids = a;
-    ids.insert(ids.end(), b.begin(), b.end());
-    ids.push_back(assistant);
-    Model m(*c);
-    Session s = m.new_session(64);
-    std::vector<float> l(c->config().vocab);
-    m.forward(s, ids, l.data());
-    return l;
+  // max |logit difference| / max |logit| between the two orders.
+  auto order_effect = [&](const fs::path& model) {
+    auto c = Container::open(model);
+    auto answer = [&](const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+      std::vector<int32_t> ids = a;
+      ids.insert(ids.end(), b.begin(), b.end());
+      ids.push_back(assistant);
+      Model m(*c);
+      Session s = m.new_session(64);
+      std::vector<float> l(c->config().vocab);
+      m.forward(s, ids, l.data());
+      return l;
+    };
+    const std::vector<float> ab = answer(first, second), ba = answer(second, first);
+    double diff = 0, top = 0;
+    for (size_t i = 0; i < ab.size(); i++) {
+      diff = std::max(diff, (double)std::fabs(ab[i] - ba[i]));
+      top = std::max(top, (double)std::fabs(ab[i]));
+    }
+    return diff / top;
   };
-  const std::vector<float> ab = answer(first, second), ba = answer(second, first);
-  double diff = 0, top = 0;
-  for (size_t i = 0; i < ab.size(); i++) {
-    diff = std::max(diff, (double)std::fabs(ab[i] - ba[i]));
-    top = std::max(top, (double)std::fabs(ab[i]));
-  }
-  // Rounding alone moves these logits by about 1e-6 of the largest.
-  EXPECT_GT(diff / top, 1e-2) << "max |logit| " << top;
+  EXPECT_TRUE(Container::open(d / "m")->config().rope.on);
+  EXPECT_GT(order_effect(d / "m"), 1e-2);
+  // The control: the same weights without the rotation cannot tell the orders apart.
+  EXPECT_FALSE(Container::open(d / "nope")->config().rope.on);
+  EXPECT_LT(order_effect(d / "nope"), 1e-5);
 }
 
 }  // namespace

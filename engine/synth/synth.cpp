@@ -40,14 +40,18 @@ struct Preset {
 
 Preset preset_for(const SynthOptions& o) {
   bool k3 = o.arch == Arch::kK3;
-  if (o.layers != 0 && o.preset != "k3-shape")
-    fail<UsageError>("synth: --layers applies to preset k3-shape only");
   if (o.arch == Arch::kDeepSeekV3) {
     if (o.preset != "tiny") fail<UsageError>("synth: --arch deepseek-v3 has preset tiny only");
-    // Every layer MLA (a factorized query, as the release's), 16 experts in 4 groups.
-    return Preset{128, 4,  16, 4, 32, 192,          1,   0, 0, 4, 16, 8, 16,
-                  32,  48, 0,  0, 0,  {1, 2, 3, 4}, 4096};
+    const int n = o.layers == 0 ? 4 : o.layers;
+    if (n < 1 || n > 4) fail<UsageError>("synth: --layers {} is not between 1 and 4", n);
+    // Every layer MLA (a factorized query, as the release's), 16 experts in 4 groups; layer 0
+    // dense, so a one-layer model has no experts at all.
+    std::vector<int> mla;
+    for (int l = 1; l <= n; l++) mla.push_back(l);
+    return Preset{128, n, 16, 4, 32, 192, 1, 0, 0, 4, 16, 8, 16, 32, 48, 0, 0, 0, mla, 4096};
   }
+  if (o.layers != 0 && o.preset != "k3-shape")
+    fail<UsageError>("synth: --layers applies to presets k3-shape and deepseek-v3 tiny only");
   if (o.preset == "tiny")
     return k3 ? Preset{128, 6, 16, 4,  32, 192, 2, 4, 32,     4,
                        16,  8, 16, 32, 48, 64,  2, 0, {4, 6}, 4096}
