@@ -282,6 +282,10 @@ TEST_F(ContainerTest, UnimplementedRotationAndRoutingAreRefusedNamingTheField) {
        "config.scoring_func: 'softmax' is not implemented"},
       {"\"mla_use_nope\":true", "\"mla_use_nope\":true,\"num_expert_group\":3",
        "8 experts in n_group/num_expert_group 3 with topk_group 3 do not divide"},
+      {"\"mla_use_nope\":true",
+       "\"mla_use_nope\":true,\"n_group\":4,\"topk_group\":2,\"topk_method\":\"group_limited_"
+       "greedy\"",
+       "config.topk_method: 'group_limited_greedy' with grouped top-k is not implemented"},
       {"\"mla_use_nope\":true", "\"mla_use_nope\":true,\"n_group\":4,\"topk_group\":5",
        "with topk_group 5 do not divide"},
   };

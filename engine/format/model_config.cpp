@@ -93,6 +93,12 @@ void read_router(const json::element& cfg, const std::string& where, ModelConfig
   const char* group_key = json::has_value(cfg, "n_group") ? "n_group" : "num_expert_group";
   c->n_group = (int)json::get_int_or(cfg, group_key, where, 1, 1024, 1);
   c->topk_group = (int)json::get_int_or(cfg, "topk_group", where, 1, 1024, c->n_group);
+  // Groups are ranked by their two best scores (DeepSeek-V3's rule); another method only
+  // matters when some group is left out.
+  auto method = json::get_string_opt(cfg, "topk_method", where);
+  if (method && *method != "noaux_tc" && c->topk_group < c->n_group)
+    fail("{}.topk_method: '{}' with grouped top-k is not implemented (only noaux_tc)", where,
+         *method);
 }
 
 void check_products(const ModelConfig& c, const std::string& where) {
