@@ -1,5 +1,6 @@
 // Multi-head latent attention with kv_b_proj absorbed (docs/MODEL.md §5): the cache holds one
-// normalized 512-wide latent plus the 64 shared key channels per position, nothing per head.
+// normalized 512-wide latent plus the 64 shared key channels per position, nothing per head. On
+// the DeepSeek-V3 architecture those key channels, and q's, are rotated to their position (§5.0).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -43,11 +44,10 @@ void absorbed_queries(const MlaDims& d, const Kernels& k, const Matrix& kv_b, co
 // (h1 - h0) * n_pos floats.
 void attend_latents(const MlaDims& d, const Kernels& k, const float* qt, const float* cache,
                     int64_t n_pos, int64_t h0, int64_t h1, float* scores, float* ctx) {
-  const float scale = d.scale;
   for (int64_t b = 0; b < n_pos; b += kBlockPositions) {
     const int64_t e = std::min(n_pos, b + kBlockPositions);
     for (int64_t h = h0; h < h1; h++)
-      k.dots(qt + h * d.latent, cache + b * d.latent, e - b, d.latent, d.latent, scale,
+      k.dots(qt + h * d.latent, cache + b * d.latent, e - b, d.latent, d.latent, d.scale,
              scores + (h - h0) * n_pos + b);
   }
   for (int64_t h = h0; h < h1; h++) {
