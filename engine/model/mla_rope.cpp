@@ -42,13 +42,19 @@ MlaRotation mla_rotation(const ModelConfig& c) {
   return m;
 }
 
-void MlaRotation::rotate(int64_t pos, float* x) const {
+void MlaRotation::angles(int64_t pos, float* cs, float* sn) const {
   for (size_t j = 0; j < inv_freq.size(); j++) {
     const float a = (float)pos * inv_freq[j];
-    const float cs = std::cos(a), sn = std::sin(a);
+    cs[j] = std::cos(a);
+    sn[j] = std::sin(a);
+  }
+}
+
+void MlaRotation::rotate(const float* cs, const float* sn, float* x) const {
+  for (size_t j = 0; j < inv_freq.size(); j++) {
     const float e = x[2 * j], o = x[2 * j + 1];
-    x[2 * j] = e * cs - o * sn;
-    x[2 * j + 1] = e * sn + o * cs;
+    x[2 * j] = e * cs[j] - o * sn[j];
+    x[2 * j + 1] = e * sn[j] + o * cs[j];
   }
 }
 

@@ -14,8 +14,11 @@ struct MlaRotation {
   float att_mul = 1.0f;         // multiplies 1/sqrt(qk head dim)
 
   bool on() const { return !inv_freq.empty(); }
-  // Rotates the interleaved pairs (x[2j], x[2j+1]) of one qk_rope-wide slice to position `pos`.
-  void rotate(int64_t pos, float* x) const;
+  // cos and sin of each pair's angle at position `pos` (inv_freq.size() each): one table serves
+  // every head of a token.
+  void angles(int64_t pos, float* cs, float* sn) const;
+  // Rotates the interleaved pairs (x[2j], x[2j+1]) of one qk_rope-wide slice by those angles.
+  void rotate(const float* cs, const float* sn, float* x) const;
 };
 
 MlaRotation mla_rotation(const ModelConfig& c);

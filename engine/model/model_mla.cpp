@@ -99,15 +99,17 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
   // cache itself by 8K positions, which the RAM plan does not count.
   if (cache.capacity() < (size_t)((before + T) * d.latent))
     cache.reserve((size_t)(std::max(s.ctx(), before + T) * d.latent));
+  std::vector<float> cs(rot_.inv_freq.size()), sn(cs.size());
   for (int64_t t = 0; t < T; t++) {
     float* ct = ckv.data() + t * d.latent;
     rmsnorm(ct, w.kv_a_norm, d.kv_lora, c.rms_eps, ct);
     // Rotated before caching: a cached key keeps its own position for every later query, so a
     // position's cache entry is the same whichever chunk or snapshot wrote it.
     if (rot_.on()) {
-      rot_.rotate(before + t, ct + d.kv_lora);
+      rot_.angles(before + t, cs.data(), sn.data());
+      rot_.rotate(cs.data(), sn.data(), ct + d.kv_lora);
       for (int64_t h = 0; h < d.heads; h++)
-        rot_.rotate(before + t, q.data() + (t * d.heads + h) * qd + d.nope);
+        rot_.rotate(cs.data(), sn.data(), q.data() + (t * d.heads + h) * qd + d.nope);
     }
     cache.insert(cache.end(), ct, ct + d.latent);
   }
