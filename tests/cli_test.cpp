@@ -244,11 +244,13 @@ TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
   EXPECT_EQ(test::run_command(waste_cmd("info /nonexistent/m.waste"), &out), 1);
   EXPECT_NE(out.find("/nonexistent/m.waste: not a container directory"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("synth /tmp/x --arch llama"), &out), 2);
-  EXPECT_NE(out.find("'llama' is not kimi-linear or k3"), std::string::npos) << out;
+  EXPECT_NE(out.find("'llama' is not kimi-linear, k3 or deepseek-v3"), std::string::npos) << out;
   test::TempDir d;  // a path that does not exist, so only the options can be refused
   const std::string to = (d / "m.waste").string();
   EXPECT_NE(test::run_command(waste_cmd("synth " + to + " --preset tiny --layers 3"), &out), 0);
-  EXPECT_NE(out.find("--layers applies to preset k3-shape only"), std::string::npos) << out;
+  EXPECT_NE(out.find("--layers applies to presets k3-shape and deepseek-v3 tiny only"),
+            std::string::npos)
+      << out;
   EXPECT_NE(test::run_command(waste_cmd("synth " + to + " --preset k3-shape"), &out), 0);
   EXPECT_NE(out.find("k3-shape is K3's shape; use --arch k3"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("synth " + to + " --arch k3 --preset k3-shape --layers 94"),

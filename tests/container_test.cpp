@@ -261,6 +261,71 @@ TEST_F(ContainerTest, BadManifestsAreRefusedNamingTheField) {
   }
 }
 
+// A rotation or routing the engine does not compute is refused naming the field, never run
+// unrotated or with another rule.
+TEST_F(ContainerTest, UnimplementedRotationAndRoutingAreRefusedNamingTheField) {
+  const ManifestCase cases[] = {
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":1", "config.mla_use_nope: must be true or false"},
+      {"\"mla_use_nope\":true", "\"rope_scaling\":{\"type\":\"linear\",\"factor\":4}",
+       "config.rope_scaling.type: 'linear' is not implemented"},
+      {"\"mla_use_nope\":true", "\"rope_scaling\":{\"factor\":40.0,\"beta_fast\":1.0}",
+       "config.rope_scaling.type: '' is not implemented"},
+      {"\"mla_use_nope\":true",
+       "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":32,\"mscale\":0.707,\"mscale_all_dim\":1}",
+       "config.rope_scaling: mscale 0.707 differs from mscale_all_dim 1"},
+      // The first of two equal keys counts: this one precedes the synth's mla_use_nope.
+      {"\"qk_rope_head_dim\":8", "\"qk_rope_head_dim\":7,\"mla_use_nope\":false",
+       "config.qk_rope_head_dim: 7 is odd"},
+      {"\"moe_router_activation_func\":\"sigmoid\"", "\"moe_router_activation_func\":\"softmax\"",
+       "config.moe_router_activation_func: 'softmax' is not implemented"},
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":true,\"scoring_func\":\"softmax\"",
+       "config.scoring_func: 'softmax' is not implemented"},
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":true,\"num_expert_group\":3",
+       "8 experts in n_group/num_expert_group 3 with topk_group 3 do not divide"},
+      {"\"mla_use_nope\":true",
+       "\"mla_use_nope\":true,\"n_group\":4,\"topk_group\":2,\"topk_method\":\"group_limited_"
+       "greedy\"",
+       "config.topk_method: 'group_limited_greedy' with grouped top-k is not implemented"},
+      {"\"mla_use_nope\":true", "\"mla_use_nope\":true,\"n_group\":4,\"topk_group\":5",
+       "with topk_group 5 do not divide"},
+  };
+  for (const ManifestCase& k : cases) {
+    fs::path p = scratch_.path() / "bad";
+    fs::remove_all(p);
+    fs::copy(kl(), p, fs::copy_options::recursive);
+    edit_manifest(p, k.from, k.to);
+    std::string msg = open_error(p);
+    EXPECT_NE(msg.find(k.expect), std::string::npos) << "edit " << k.to << " gave: " << msg;
+  }
+  // What the Kimi releases write opens without a rotation: one group, a sigmoid router.
+  fs::path p = scratch_.path() / "kimi";
+  fs::copy(kl(), p, fs::copy_options::recursive);
+  edit_manifest(p, "\"mla_use_nope\":true",
+                "\"mla_use_nope\":true,\"num_expert_group\":1,\"topk_group\":1,"
+                "\"use_grouped_topk\":true,\"rope_theta\":10000.0,\"rope_scaling\":null");
+  EXPECT_FALSE(Container::open(p)->config().rope.on);
+}
+
+// DeepSeek-V3's config, as the original's converter writes it: `mla_use_nope` absent means the
+// rotation is on, with K2's YaRN block; DeepSeek's group keys are read.
+TEST_F(ContainerTest, SyntheticDeepSeekV3ReadsItsRotationAndGroups) {
+  fs::path p = scratch_.path() / "v3";
+  write_synthetic(p, {Arch::kDeepSeekV3, "tiny", 7});
+  auto c = Container::open(p);
+  const ModelConfig& cfg = c->config();
+  EXPECT_EQ(cfg.arch(), Arch::kDeepSeekV3);
+  EXPECT_EQ(cfg.n_mla_layers(), cfg.n_layers);
+  EXPECT_TRUE(cfg.rope.on);
+  EXPECT_EQ(cfg.rope.theta, 50000.0);
+  EXPECT_EQ(cfg.rope.factor, 32.0);
+  EXPECT_EQ(cfg.rope.mscale_all_dim, 1.0);
+  EXPECT_EQ(cfg.n_group, 4);
+  EXPECT_EQ(cfg.topk_group, 2);
+  EXPECT_TRUE(cfg.renormalize);
+  EXPECT_FLOAT_EQ(cfg.routed_scale, 2.827f);
+  EXPECT_EQ(summarize(*c, 64, 1).family, "deepseek-v3");
+}
+
 TEST_F(ContainerTest, WrongTensorShapeIsNamed) {
   fs::path p = copy_of(kl());
   std::string m = test::read_file(p / "manifest.json");

@@ -49,16 +49,20 @@ Reference run_reference(const fs::path& model, const std::vector<int32_t>& ids, 
   return r;
 }
 
+std::string name_of(Arch a) {
+  return a == Arch::kK3 ? "K3" : a == Arch::kDeepSeekV3 ? "DeepSeekV3" : "KimiLinear";
+}
+
 class ForwardTest : public ::testing::TestWithParam<Arch> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir();
-    write_synthetic(dir_->path() / "kl", {Arch::kKimiLinear, "tiny", 11});
-    write_synthetic(dir_->path() / "k3", {Arch::kK3, "tiny", 11});
+    for (Arch a : {Arch::kKimiLinear, Arch::kK3, Arch::kDeepSeekV3})
+      write_synthetic(dir_->path() / name_of(a), {a, "tiny", 11});
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  fs::path path() const { return dir_->path() / (GetParam() == Arch::kK3 ? "k3" : "kl"); }
+  fs::path path() const { return dir_->path() / name_of(GetParam()); }
   std::unique_ptr<Container> open() const { return Container::open(path()); }
 
   static std::vector<int32_t> prompt(int n, int vocab) {
@@ -104,6 +108,11 @@ TEST_P(ForwardTest, MatchesTheFloat64ReferenceAndItsGreedyContinuation) {
   }
   EXPECT_GT(max_abs, 1.0);  // the logits carry signal: a zero model would match trivially
   EXPECT_LE(max_diff, 1e-4) << "max |logit| " << max_abs;
+  // The rotation and YaRN are checked tighter: relative to the largest logit, as the original's
+  // are (docs/MODEL.md §5.0).
+  if (GetParam() == Arch::kDeepSeekV3) {
+    EXPECT_LE(max_diff / max_abs, 1e-5);
+  }
   EXPECT_EQ(ours, ref.greedy);
 }
 
@@ -254,7 +263,8 @@ TEST_P(ForwardTest, SessionFilesFromOtherModelsAreRefused) {
   m.forward(s, {{1, 2}}, nullptr);
   s.save(d / "s.bin");
   // Another model: the other architecture.
-  auto other = Container::open(dir_->path() / (GetParam() == Arch::kK3 ? "kl" : "k3"));
+  auto other = Container::open(dir_->path() /
+                               name_of(GetParam() == Arch::kK3 ? Arch::kKimiLinear : Arch::kK3));
   Model om(*other);
   Session o = om.new_session(16);
   EXPECT_THROW(o.load(d / "s.bin"), FormatError);
@@ -369,10 +379,54 @@ TEST_P(ForwardTest, TheKernelClockCountsBothKindsWithinTheWallTime) {
   EXPECT_LE(both.trunk + both.experts, wall);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, ForwardTest, ::testing::Values(Arch::kKimiLinear, Arch::kK3),
-                         [](const auto& test_info) {
-                           return std::string(test_info.param == Arch::kK3 ? "K3" : "KimiLinear");
-                         });
+INSTANTIATE_TEST_SUITE_P(Arch, ForwardTest,
+                         ::testing::Values(Arch::kKimiLinear, Arch::kK3, Arch::kDeepSeekV3),
+                         [](const auto& test_info) { return name_of(test_info.param); });
+
+// On the DeepSeek-V3 architecture the rotation is MLA's only positional signal. In one layer
+// (dense, so nothing else mixes positions) the last token attends over the earlier tokens'
+// latents: unrotated, that is an unordered set and two turns swapped give the same answer up to
+// rounding; rotated, the answer depends on which turn came first.
+TEST(DeepSeekV3Forward, TheAnswerDependsOnTheOrderOfTheTurns) {
+  test::TempDir d;
+  SynthOptions o{Arch::kDeepSeekV3, "tiny", 5};
+  o.layers = 1;
+  write_synthetic(d / "m", o);
+  fs::copy(d / "m", d / "nope", fs::copy_options::recursive);
+  std::string manifest = test::read_file(d / "nope/manifest.json");
+  manifest.replace(manifest.find("\"rope_theta\""), 0, "\"mla_use_nope\":true,");
+  test::write_file(d / "nope/manifest.json", manifest);
+
+  const int32_t open = 3, close = 4, assistant = 5;
+  const std::vector<int32_t> first = {open, 40, 41, 42, 43, close};
+  const std::vector<int32_t> second = {open, 60, 61, 62, close};
+  // max |logit difference| / max |logit| between the two orders.
+  auto order_effect = [&](const fs::path& model) {
+    auto c = Container::open(model);
+    auto answer = [&](const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+      std::vector<int32_t> ids = a;
+      ids.insert(ids.end(), b.begin(), b.end());
+      ids.push_back(assistant);
+      Model m(*c);
+      Session s = m.new_session(64);
+      std::vector<float> l(c->config().vocab);
+      m.forward(s, ids, l.data());
+      return l;
+    };
+    const std::vector<float> ab = answer(first, second), ba = answer(second, first);
+    double diff = 0, top = 0;
+    for (size_t i = 0; i < ab.size(); i++) {
+      diff = std::max(diff, (double)std::fabs(ab[i] - ba[i]));
+      top = std::max(top, (double)std::fabs(ab[i]));
+    }
+    return diff / top;
+  };
+  EXPECT_TRUE(Container::open(d / "m")->config().rope.on);
+  EXPECT_GT(order_effect(d / "m"), 1e-2);
+  // The control: the same weights without the rotation cannot tell the orders apart.
+  EXPECT_FALSE(Container::open(d / "nope")->config().rope.on);
+  EXPECT_LT(order_effect(d / "nope"), 1e-5);
+}
 
 }  // namespace
 }  // namespace waste

@@ -29,6 +29,7 @@ class PromptCacheTest : public ::testing::TestWithParam<Arch> {
     dir_ = new test::TempDir();
     write_synthetic(dir_->path() / "kl.waste", {Arch::kKimiLinear, "tiny", 5});
     write_synthetic(dir_->path() / "k3.waste", {Arch::kK3, "tiny", 5});
+    write_synthetic(dir_->path() / "v3.waste", {Arch::kDeepSeekV3, "tiny", 5});
     write_synthetic(dir_->path() / "kl6.waste", {Arch::kKimiLinear, "tiny", 6});
   }
   static void TearDownTestSuite() { delete dir_; }
@@ -40,7 +41,9 @@ class PromptCacheTest : public ::testing::TestWithParam<Arch> {
   }
 
   static fs::path container(Arch a) {
-    return dir_->path() / (a == Arch::kK3 ? "k3.waste" : "kl.waste");
+    return dir_->path() / (a == Arch::kK3           ? "k3.waste"
+                           : a == Arch::kDeepSeekV3 ? "v3.waste"
+                                                    : "kl.waste");
   }
   Model& model() { return host_->model(); }
   uint64_t fingerprint() { return content_fingerprint(host_->container()); }
@@ -198,7 +201,7 @@ TEST_P(PromptCacheTest, DamagedTruncatedForeignAndOrphanedFilesAreSkippedAndDele
 }
 
 TEST_P(PromptCacheTest, TwoContainersThatDifferOnlyInWeightsHaveDifferentFingerprints) {
-  if (GetParam() == Arch::kK3) GTEST_SKIP() << "one pair of containers is enough";
+  if (GetParam() != Arch::kKimiLinear) GTEST_SKIP() << "one pair of containers is enough";
   const fs::path a = container(Arch::kKimiLinear), b = dir_->path() / "kl6.waste";
   ASSERT_EQ(test::read_file(a / "manifest.json"), test::read_file(b / "manifest.json"));
   ModelHost other(b.string(), EngineOptions{});
@@ -333,7 +336,7 @@ TEST_P(PromptCacheTest, KillNineDuringWritesNeverLeavesAFileThatIsRestored) {
 
 // expert-usage.bin: what is written is read back; a damaged, truncated or foreign file is refused.
 TEST_P(PromptCacheTest, TheExpertUsageFileRoundTripsAndRefusesBadCopies) {
-  if (GetParam() == Arch::kK3) GTEST_SKIP() << "the file does not depend on the model";
+  if (GetParam() != Arch::kKimiLinear) GTEST_SKIP() << "the file does not depend on the model";
   test::TempDir d;
   const fs::path f = d / kExpertUsageFile;
   const std::vector<ExpertUse> uses = {{1, 3, 40}, {2, 0, 7}, {1, 1, 1}};
@@ -356,7 +359,7 @@ TEST_P(PromptCacheTest, TheExpertUsageFileRoundTripsAndRefusesBadCopies) {
 
 // `waste cache`: ls lists without changing anything, prune keeps the bound, clear empties.
 TEST_P(PromptCacheTest, TheCacheCommandListsPrunesAndClears) {
-  if (GetParam() == Arch::kK3) GTEST_SKIP() << "the command does not depend on the model";
+  if (GetParam() != Arch::kKimiLinear) GTEST_SKIP() << "the command does not depend on the model";
   test::TempDir root;
   fs::path dir;
   {
@@ -384,9 +387,13 @@ TEST_P(PromptCacheTest, TheCacheCommandListsPrunesAndClears) {
   EXPECT_EQ(test::run_command(cmd + "prune --max lots", &out), 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothArchitectures, PromptCacheTest,
-                         ::testing::Values(Arch::kKimiLinear, Arch::kK3),
-                         [](const auto& i) { return i.param == Arch::kK3 ? "K3" : "KimiLinear"; });
+INSTANTIATE_TEST_SUITE_P(EveryArchitecture, PromptCacheTest,
+                         ::testing::Values(Arch::kKimiLinear, Arch::kK3, Arch::kDeepSeekV3),
+                         [](const auto& i) {
+                           return i.param == Arch::kK3           ? "K3"
+                                  : i.param == Arch::kDeepSeekV3 ? "DeepSeekV3"
+                                                                 : "KimiLinear";
+                         });
 
 }  // namespace
 }  // namespace waste

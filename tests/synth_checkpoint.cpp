@@ -83,7 +83,8 @@ std::string text_config(const CheckpointShape& s) {
       "\"num_experts_per_token\":2,\"num_shared_experts\":1,\"moe_renormalize\":true,"
       "\"routed_scaling_factor\":2.446,\"num_attention_heads\":4,\"qk_nope_head_dim\":16,"
       "\"qk_rope_head_dim\":8,\"v_head_dim\":16,\"kv_lora_rank\":32,\"q_lora_rank\":{},"
-      "\"hidden_act\":\"{}\",\"linear_attn_config\":{{\"num_heads\":4,\"head_dim\":32,"
+      "\"mla_use_nope\":true,\"hidden_act\":\"{}\",\"linear_attn_config\":{{\"num_heads\":4,\"head_"
+      "dim\":32,"
       "\"short_conv_kernel_size\":4,\"kda_layers\":{},\"full_attn_layers\":[3]",
       s.hidden, s.layers, s.vocab, s.dense_inter, s.moe_inter, s.experts, s.k3 ? "48" : "null",
       s.k3 ? "situ" : "silu", kda);

@@ -85,6 +85,13 @@ double get_double_or(const element& obj, std::string_view key, const std::string
   return d;
 }
 
+bool get_bool_or(const element& obj, std::string_view key, const std::string& where, bool def) {
+  if (!has_value(obj, key)) return def;
+  element e = obj[key].value_unsafe();
+  if (!e.is_bool()) fail("{}: must be true or false", path(where, key));
+  return e.get_bool().value_unsafe();
+}
+
 std::optional<std::string> get_string_opt(const element& obj, std::string_view key,
                                           const std::string& where) {
   if (!has_value(obj, key)) return std::nullopt;

@@ -32,6 +32,8 @@ int64_t get_int_or(const element& obj, std::string_view key, const std::string& 
                    int64_t hi, int64_t def);
 double get_double_or(const element& obj, std::string_view key, const std::string& where,
                      double def);
+// Optional boolean: `def` when absent or null; any other type is refused.
+bool get_bool_or(const element& obj, std::string_view key, const std::string& where, bool def);
 std::string get_string(const element& obj, std::string_view key, const std::string& where);
 std::optional<std::string> get_string_opt(const element& obj, std::string_view key,
                                           const std::string& where);

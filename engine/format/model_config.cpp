@@ -50,6 +50,57 @@ void read_kda(const json::element& cfg, const std::string& where, ModelConfig* c
   }
 }
 
+// `mla_use_nope` by value, not presence (unlike the other switches): misreading it costs the order
+// of the sequence. The rotation follows the release's YaRN: `rope_scaling` absent, null or {}
+// means plain RoPE.
+void read_rope(const json::element& cfg, const std::string& where, ModelConfig* c) {
+  MlaRope& r = c->rope;
+  r.on = !json::get_bool_or(cfg, "mla_use_nope", where, false) && c->qk_rope > 0;
+  r.theta = json::get_double_or(cfg, "rope_theta", where, 10000.0);
+  if (!(r.theta > 1)) fail("{}.rope_theta: must be greater than 1", where);
+  if (!json::has_value(cfg, "rope_scaling")) return;
+  std::string w = where + ".rope_scaling";
+  json::element rs = json::get_object(cfg, "rope_scaling", where);
+  if (json::fields(rs).size() == 0) return;
+  auto type = json::get_string_opt(rs, "type", w);
+  if (!type) type = json::get_string_opt(rs, "rope_type", w);  // the newer spelling
+  if (type != "yarn") fail("{}.type: '{}' is not implemented (only yarn)", w, type.value_or(""));
+  r.factor = json::get_double_or(rs, "factor", w, 1.0);
+  if (r.factor <= 1) {  // YaRN's ramp is the identity and both mscales are 1
+    r.factor = 1;
+    return;
+  }
+  r.beta_fast = json::get_double_or(rs, "beta_fast", w, 32.0);
+  r.beta_slow = json::get_double_or(rs, "beta_slow", w, 1.0);
+  r.original_max = json::get_double_or(rs, "original_max_position_embeddings", w, 4096.0);
+  if (!(r.beta_fast > 0 && r.beta_slow > 0 && r.original_max >= 1))
+    fail("{}: beta_fast, beta_slow and original_max_position_embeddings must be positive", w);
+  double mscale = json::get_double_or(rs, "mscale", w, 1.0);
+  r.mscale_all_dim = json::get_double_or(rs, "mscale_all_dim", w, 0.0);
+  // Unequal values put a ratio on cos/sin that the releases never need.
+  if (mscale != r.mscale_all_dim)
+    fail("{}: mscale {} differs from mscale_all_dim {}, which is not implemented", w, mscale,
+         r.mscale_all_dim);
+}
+
+// The router's score function and grouping; Kimi's and DeepSeek's spellings both.
+void read_router(const json::element& cfg, const std::string& where, ModelConfig* c) {
+  for (const char* key : {"moe_router_activation_func", "scoring_func"}) {
+    auto f = json::get_string_opt(cfg, key, where);
+    if (f && *f != "sigmoid")
+      fail("{}.{}: '{}' is not implemented (the router is a sigmoid)", where, key, *f);
+  }
+  const char* group_key = json::has_value(cfg, "n_group") ? "n_group" : "num_expert_group";
+  c->n_group = (int)json::get_int_or(cfg, group_key, where, 1, 1024, 1);
+  c->topk_group = (int)json::get_int_or(cfg, "topk_group", where, 1, 1024, c->n_group);
+  // Groups are ranked by their two best scores (DeepSeek-V3's rule); another method only
+  // matters when some group is left out.
+  auto method = json::get_string_opt(cfg, "topk_method", where);
+  if (method && *method != "noaux_tc" && c->topk_group < c->n_group)
+    fail("{}.topk_method: '{}' with grouped top-k is not implemented (only noaux_tc)", where,
+         *method);
+}
+
 void check_products(const ModelConfig& c, const std::string& where) {
   auto bounded = [&](int64_t a, int64_t b, const char* what) {
     if (a * b > INT_MAX) fail("{}: {} ({} x {}) is too large", where, what, a, b);
@@ -73,6 +124,12 @@ void check_sanity(const ModelConfig& c, const std::string& where) {
     if (c.moe_inter % 8 != 0 || c.expert_in() % 8 != 0)
       fail("{}: expert widths ({} and {}) must be multiples of 8 for VQ", where, c.moe_inter,
            c.expert_in());
+    if (c.n_experts % c.n_group != 0 || c.topk_group > c.n_group)
+      fail("{}: {} experts in n_group/num_expert_group {} with topk_group {} do not divide evenly",
+           where, c.n_experts, c.n_group, c.topk_group);
+    if (c.top_k > c.topk_group * (c.n_experts / c.n_group))
+      fail("{}.topk_group: {} groups hold fewer than num_experts_per_token experts", where,
+           c.topk_group);
   }
   if ((c.n_experts == 0 || c.first_dense > 0) && c.dense_inter < 1)
     fail("{}.intermediate_size: required for dense layers", where);
@@ -86,6 +143,8 @@ void check_sanity(const ModelConfig& c, const std::string& where) {
       (c.n_heads < 1 || c.kv_lora < 1 || c.qk_nope < 1 || c.v_head < 1 || c.qk_rope < 0))
     fail("{}: MLA layers need num_attention_heads, kv_lora_rank, qk_nope_head_dim, v_head_dim",
          where);
+  if (c.n_mla_layers() > 0 && c.rope.on && c.qk_rope % 2 != 0)
+    fail("{}.qk_rope_head_dim: {} is odd, and the rotation turns pairs", where, c.qk_rope);
   check_products(c, where);
 }
 
@@ -128,6 +187,8 @@ ModelConfig parse_model_config(const json::element& cfg, const std::string& wher
   c.qk_rope = (int)json::get_int_or(cfg, "qk_rope_head_dim", where, 0, 1 << 16, 0);
   c.v_head = (int)json::get_int_or(cfg, "v_head_dim", where, 0, 1 << 16, 0);
   c.mla_output_gate = json::has(cfg, "mla_use_output_gate");
+  read_rope(cfg, where, &c);
+  read_router(cfg, where, &c);
 
   c.attn_res_block = (int)json::get_int_or(cfg, "attn_res_block_size", where, 0, 128, 0);
   c.situ = json::get_string_opt(cfg, "hidden_act", where).value_or("silu") == "situ";

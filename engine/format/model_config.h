@@ -12,7 +12,18 @@ class element;
 
 namespace waste {
 
-enum class Arch { kKimiLinear, kK3 };
+enum class Arch { kKimiLinear, kK3, kDeepSeekV3 };
+
+// MLA's rotary position embedding (the DeepSeek-V3 family), with YaRN scaling. The Kimi models set
+// `mla_use_nope` and carry no rotation.
+struct MlaRope {
+  bool on = false;  // `mla_use_nope` absent or false, with qk_rope > 0
+  double theta = 10000.0;
+  double factor = 1.0;  // YaRN's; 1 = plain RoPE
+  double beta_fast = 32.0, beta_slow = 1.0;
+  double mscale_all_dim = 0.0;  // 0 = no attention-scale correction
+  double original_max = 4096.0;
+};
 
 struct ModelConfig {
   std::string architecture;  // config._outer.architectures[0] or config.architectures[0]
@@ -35,6 +46,8 @@ struct ModelConfig {
   bool renormalize = false;  // QUIRK: presence of `moe_renormalize`, not its value
   int latent = 0;            // routed_expert_hidden_size; 0 = experts run on the full hidden
   bool latent_norm = false;  // QUIRK: presence-based
+  int n_group = 1;           // grouped top-k: experts split into n_group groups, of which
+  int topk_group = 1;        // the topk_group best compete
 
   // MLA
   int n_heads = 0;
@@ -44,6 +57,7 @@ struct ModelConfig {
   int qk_rope = 0;
   int v_head = 0;
   bool mla_output_gate = false;  // QUIRK: presence-based
+  MlaRope rope;
 
   // KDA
   int kda_heads = 0;
@@ -66,7 +80,10 @@ struct ModelConfig {
   int expert_in() const { return latent > 0 ? latent : hidden; }
   int shared_inter() const { return moe_inter * (n_shared > 0 ? n_shared : 1); }
   int kda_channels() const { return kda_heads * kda_dim; }
-  Arch arch() const { return attn_res_block > 0 || latent > 0 ? Arch::kK3 : Arch::kKimiLinear; }
+  Arch arch() const {
+    if (attn_res_block > 0 || latent > 0) return Arch::kK3;
+    return rope.on && n_mla_layers() > 0 ? Arch::kDeepSeekV3 : Arch::kKimiLinear;
+  }
 };
 
 // Parses and range-checks `config` (already flattened as the converter writes it). `where` names

@@ -58,6 +58,7 @@ Model::Model(const Container& c, const ModelOptions& opt) : c_(c), opt_(opt) {
   cp_.pool = pool_.get();
   cp_.clock = &kernel_clock_;
   act_ = Activation{c.config().situ, c.config().situ_beta, c.config().situ_linear_beta};
+  rot_ = mla_rotation(c.config());
   store_ = std::make_unique<ExpertStore>(c, opt.store);
   fingerprint_ = c.fingerprint();
   layer_seconds_.assign(c.config().n_layers, 0.0);

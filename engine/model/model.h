@@ -13,6 +13,7 @@
 #include "engine/format/container.h"
 #include "engine/kernels/ops.h"
 #include "engine/model/layer_weights.h"
+#include "engine/model/mla_rope.h"
 #include "engine/model/session.h"
 
 namespace waste {
@@ -95,6 +96,7 @@ class Model {
   std::unique_ptr<ThreadPool> pool_;
   Compute cp_;
   Activation act_;
+  MlaRotation rot_;
   std::unique_ptr<ExpertStore> store_;
   uint64_t fingerprint_ = 0;
   LookaheadStats lookahead_;

@@ -14,7 +14,9 @@ ModelSummary summarize(const Container& c, int64_t ctx, int threads) {
   ModelSummary s;
   s.arch = m.arch;
   s.architecture = cfg.architecture;
-  s.family = cfg.arch() == Arch::kK3 ? "k3" : "kimi-linear";
+  s.family = cfg.arch() == Arch::kK3           ? "k3"
+             : cfg.arch() == Arch::kDeepSeekV3 ? "deepseek-v3"
+                                               : "kimi-linear";
   s.n_kda = cfg.n_kda_layers();
   s.n_mla = cfg.n_mla_layers();
   s.n_moe = (int)m.banks.size();

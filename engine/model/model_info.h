@@ -14,7 +14,7 @@ namespace waste {
 struct ModelSummary {
   std::string arch;          // manifest arch
   std::string architecture;  // from config
-  std::string family;        // "k3" or "kimi-linear"
+  std::string family;        // "k3", "kimi-linear" or "deepseek-v3"
   int64_t params_total = 0;
   int64_t params_active = 0;  // per token: trunk without the embedding table + top_k experts/layer
   std::map<std::string, int64_t> trunk_formats;  // format name -> tensor count

@@ -1,5 +1,6 @@
 // Multi-head latent attention with kv_b_proj absorbed (docs/MODEL.md §5): the cache holds one
-// normalized 512-wide latent plus the 64 shared key channels per position, nothing per head.
+// normalized 512-wide latent plus the 64 shared key channels per position, nothing per head. On
+// the DeepSeek-V3 architecture those key channels, and q's, are rotated to their position (§5.0).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -12,6 +13,7 @@ namespace {
 
 struct MlaDims {
   int64_t heads, nope, rope, v, kv_lora, latent;  // latent = kv_lora + rope
+  float scale;                                    // on the scores
 };
 
 // Positions per block of the score and context passes: a block of latents (64 x 2.3 KB) stays
@@ -42,11 +44,10 @@ void absorbed_queries(const MlaDims& d, const Kernels& k, const Matrix& kv_b, co
 // (h1 - h0) * n_pos floats.
 void attend_latents(const MlaDims& d, const Kernels& k, const float* qt, const float* cache,
                     int64_t n_pos, int64_t h0, int64_t h1, float* scores, float* ctx) {
-  const float scale = 1.0f / std::sqrt((float)(d.nope + d.rope));
   for (int64_t b = 0; b < n_pos; b += kBlockPositions) {
     const int64_t e = std::min(n_pos, b + kBlockPositions);
     for (int64_t h = h0; h < h1; h++)
-      k.dots(qt + h * d.latent, cache + b * d.latent, e - b, d.latent, d.latent, scale,
+      k.dots(qt + h * d.latent, cache + b * d.latent, e - b, d.latent, d.latent, d.scale,
              scores + (h - h0) * n_pos + b);
   }
   for (int64_t h = h0; h < h1; h++) {
@@ -70,8 +71,14 @@ void attend_latents(const MlaDims& d, const Kernels& k, const float* qt, const f
 void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
   const ModelConfig& c = config();
   const MlaWeights& w = w_.layers[layer].mla_w;
-  const MlaDims d{c.n_heads, c.qk_nope, c.qk_rope, c.v_head, c.kv_lora, c.kv_lora + c.qk_rope};
-  const int64_t qd = d.nope + d.rope;
+  const int64_t qd = c.qk_nope + c.qk_rope;
+  const MlaDims d{c.n_heads,
+                  c.qk_nope,
+                  c.qk_rope,
+                  c.v_head,
+                  c.kv_lora,
+                  c.kv_lora + c.qk_rope,
+                  rot_.att_mul / std::sqrt((float)qd)};
   std::vector<float> q(T * d.heads * qd), ckv(T * d.latent), o(T * d.heads * d.v);
   if (c.q_lora > 0) {
     std::vector<float> qa(T * c.q_lora);
@@ -92,9 +99,18 @@ void Model::mla(int layer, Session& s, int64_t T, const float* u, float* out) {
   // cache itself by 8K positions, which the RAM plan does not count.
   if (cache.capacity() < (size_t)((before + T) * d.latent))
     cache.reserve((size_t)(std::max(s.ctx(), before + T) * d.latent));
+  std::vector<float> cs(rot_.inv_freq.size()), sn(cs.size());
   for (int64_t t = 0; t < T; t++) {
     float* ct = ckv.data() + t * d.latent;
     rmsnorm(ct, w.kv_a_norm, d.kv_lora, c.rms_eps, ct);
+    // Rotated before caching: a cached key keeps its own position for every later query, so a
+    // position's cache entry is the same whichever chunk or snapshot wrote it.
+    if (rot_.on()) {
+      rot_.angles(before + t, cs.data(), sn.data());
+      rot_.rotate(cs.data(), sn.data(), ct + d.kv_lora);
+      for (int64_t h = 0; h < d.heads; h++)
+        rot_.rotate(cs.data(), sn.data(), q.data() + (t * d.heads + h) * qd + d.nope);
+    }
     cache.insert(cache.end(), ct, ct + d.latent);
   }
   std::vector<float> qt(T * d.heads * d.latent);  // [T][heads][latent]

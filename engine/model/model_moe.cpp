@@ -6,6 +6,7 @@
 // gives the same bits without a table per token.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "engine/base/error.h"
@@ -24,6 +25,29 @@ struct Route {
   std::vector<float> weights;  // after renormalization and scaling
 };
 
+// Grouped top-k: a group's score is the sum of its two best ranks (its one, in groups of one);
+// the experts outside the topk_group best groups are marked taken, so they are never chosen.
+// Ties go to the lowest group.
+void exclude_groups(const ModelConfig& c, const std::vector<float>& rank,
+                    std::vector<bool>* taken) {
+  const int G = c.n_group, per = c.n_experts / G;
+  std::vector<float> group(G);
+  for (int g = 0; g < G; g++) {
+    std::vector<float> r(rank.begin() + g * per, rank.begin() + (g + 1) * per);
+    std::partial_sort(r.begin(), r.begin() + std::min(per, 2), r.end(), std::greater<>());
+    group[g] = per > 1 ? r[0] + r[1] : r[0];
+  }
+  std::vector<bool> kept(G, false);
+  for (int j = 0; j < c.topk_group; j++) {
+    int best = -1;
+    for (int g = 0; g < G; g++)
+      if (!kept[g] && (best < 0 || group[g] > group[best])) best = g;
+    kept[best] = true;
+  }
+  for (int e = 0; e < c.n_experts; e++)
+    if (!kept[e / per]) (*taken)[e] = true;
+}
+
 // Sigmoid scores; the correction bias only ranks; ties go to the lowest id.
 Route route(const ModelConfig& c, const float* logits, const float* bias) {
   const int E = c.n_experts, K = c.top_k;
@@ -34,6 +58,7 @@ Route route(const ModelConfig& c, const float* logits, const float* bias) {
   }
   Route r;
   std::vector<bool> taken(E, false);
+  if (c.topk_group < c.n_group) exclude_groups(c, rank, &taken);
   for (int j = 0; j < K; j++) {
     int best = -1;
     for (int e = 0; e < E; e++)

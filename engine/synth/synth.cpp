@@ -40,8 +40,18 @@ struct Preset {
 
 Preset preset_for(const SynthOptions& o) {
   bool k3 = o.arch == Arch::kK3;
+  if (o.arch == Arch::kDeepSeekV3) {
+    if (o.preset != "tiny") fail<UsageError>("synth: --arch deepseek-v3 has preset tiny only");
+    const int n = o.layers == 0 ? 4 : o.layers;
+    if (n < 1 || n > 4) fail<UsageError>("synth: --layers {} is not between 1 and 4", n);
+    // Every layer MLA (a factorized query, as the release's), 16 experts in 4 groups; layer 0
+    // dense, so a one-layer model has no experts at all.
+    std::vector<int> mla;
+    for (int l = 1; l <= n; l++) mla.push_back(l);
+    return Preset{128, n, 16, 4, 32, 192, 1, 0, 0, 4, 16, 8, 16, 32, 48, 0, 0, 0, mla, 4096};
+  }
   if (o.layers != 0 && o.preset != "k3-shape")
-    fail<UsageError>("synth: --layers applies to preset k3-shape only");
+    fail<UsageError>("synth: --layers applies to presets k3-shape and deepseek-v3 tiny only");
   if (o.preset == "tiny")
     return k3 ? Preset{128, 6, 16, 4,  32, 192, 2, 4, 32,     4,
                        16,  8, 16, 32, 48, 64,  2, 0, {4, 6}, 4096}
@@ -100,7 +110,30 @@ std::string int_list(const std::vector<int>& v) {
   return "[" + s + "]";
 }
 
+// Kimi K2's config as the original's converter normalises it (its MoE keys renamed, DeepSeek's
+// router and grouping keys as the release spells them, no mla_use_nope: the rotation is on), with
+// K2's YaRN block and DeepSeek-V3's grouping (4 of 8 groups there; 2 of 4 here).
+std::string deepseek_config_json(const Preset& p, int vocab, int eos, int bos) {
+  return fmt::format(
+      "{{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"model_type\":\"kimi_k2\","
+      "\"hidden_size\":{},\"num_hidden_layers\":{},\"vocab_size\":{},\"bos_token_id\":{},"
+      "\"eos_token_id\":{},\"rms_norm_eps\":1e-06,\"first_k_dense_replace\":1,"
+      "\"intermediate_size\":{},\"moe_intermediate_size\":{},\"n_routed_experts\":{},"
+      "\"num_experts\":{},\"num_experts_per_tok\":{},\"num_experts_per_token\":{},"
+      "\"n_shared_experts\":{},\"num_shared_experts\":{},\"norm_topk_prob\":true,"
+      "\"moe_renormalize\":true,\"scoring_func\":\"sigmoid\",\"topk_method\":\"noaux_tc\","
+      "\"n_group\":4,\"topk_group\":2,\"routed_scaling_factor\":2.827,"
+      "\"num_attention_heads\":{},\"qk_nope_head_dim\":{},\"qk_rope_head_dim\":{},"
+      "\"v_head_dim\":{},\"kv_lora_rank\":{},\"q_lora_rank\":{},\"hidden_act\":\"silu\","
+      "\"rope_theta\":50000.0,\"rope_scaling\":{{\"type\":\"yarn\",\"factor\":32.0,"
+      "\"beta_fast\":1.0,\"beta_slow\":1.0,\"mscale\":1.0,\"mscale_all_dim\":1.0,"
+      "\"original_max_position_embeddings\":4096}},\"max_position_embeddings\":131072}}",
+      p.hidden, p.layers, vocab, bos, eos, p.dense_inter, p.moe_inter, p.experts, p.experts,
+      p.top_k, p.top_k, p.shared, p.shared, p.heads, p.nope, p.rope, p.v, p.kv_lora, p.q_lora);
+}
+
 std::string config_json(const SynthOptions& o, const Preset& p, int vocab, int eos, int bos) {
+  if (o.arch == Arch::kDeepSeekV3) return deepseek_config_json(p, vocab, eos, bos);
   bool k3 = o.arch == Arch::kK3;
   std::vector<int> kda;
   for (int l = 1; l <= p.layers; l++)
@@ -388,7 +421,10 @@ void write_synthetic(const fs::path& out, const SynthOptions& opt) {
         "\"expert_quant\":{{\"fmt\":\"VQ3R\",\"stages\":{},\"vec_dim\":8,\"entries\":{},"
         "\"index_block\":64,\"index_bits\":8,\"bits_per_weight\":3.0}},\n"
         "\"layers\":{{\n  {}}},\n\"trunk\":[\n  {}]}}\n",
-        k3 ? "kimi-k3" : "kimi-linear", prefix, cfg_text, kStages, kEntries, layers, trunk);
+        k3                              ? "kimi-k3"
+        : opt.arch == Arch::kDeepSeekV3 ? "deepseek-v3"
+                                        : "kimi-linear",
+        prefix, cfg_text, kStages, kEntries, layers, trunk);
     write_file_atomic(tmp / "manifest.json", manifest);
     fs::rename(tmp, out);
     sync_dir(out.parent_path().empty() ? "." : out.parent_path());

@@ -12,9 +12,10 @@ namespace waste {
 
 struct SynthOptions {
   Arch arch = Arch::kKimiLinear;
-  std::string preset = "tiny";  // tiny | small | 48b-shape (Kimi-Linear) | k3-shape (K3)
+  std::string preset = "tiny";  // tiny | small | 48b-shape (Kimi-Linear) | k3-shape (K3); tiny only
+                                // for DeepSeek-V3
   uint64_t seed = 1;
-  int layers = 0;  // k3-shape only: the first `layers` of K3's 93 (0: 2)
+  int layers = 0;  // k3-shape: the first `layers` of K3's 93 (0: 2); deepseek-v3 tiny: 1..4 (0: 4)
 };
 
 // Writes a complete v0 container to `out` (which must not exist) atomically: everything is

@@ -96,6 +96,10 @@ class Config:
         self.latent_norm = _present(c, "latent_moe_use_norm")
         self.attn_res_block = int(num("attn_res_block_size", 0))
         self.mla_output_gate = _present(c, "mla_use_output_gate")
+        self._read_rope(c)
+        # grouped top-k, in DeepSeek's spelling or Kimi's
+        self.n_group = int(num("n_group", 0) or num("num_expert_group", 1))
+        self.topk_group = int(num("topk_group", self.n_group))
         self.situ = c.get("hidden_act") == "situ"
         self.situ_beta = float(num("activation_situ_beta", 1.0))
         self.situ_linear_beta = float(num("activation_situ_linear_beta", 0.0))
@@ -108,6 +112,48 @@ class Config:
         # 1-based in the config; every layer not listed is MLA
         self.kda_layers = {int(v) - 1 for v in (lac.get("kda_layers") or [])}
         self._check()
+
+    def _read_rope(self, c):
+        """MLA rotary (docs/MODEL.md §5.1): on unless mla_use_nope is true.
+        Sets rope_inv_freq (one per pair; None = no rotation) and att_mul."""
+        self.rope_inv_freq, self.att_mul = None, 1.0
+        nope = c.get("mla_use_nope")
+        if nope is not None and not isinstance(nope, bool):
+            raise ContainerError("mla_use_nope must be true or false")
+        if nope or self.qk_rope <= 0:
+            return
+        dim = self.qk_rope
+        theta = float(c.get("rope_theta") or 10000.0)
+        j = np.arange(dim // 2, dtype=np.float64)
+        base_freq = theta ** (-2.0 * j / dim)
+        self.rope_inv_freq = base_freq
+        rs = c.get("rope_scaling") or {}
+        if not rs:
+            return
+        kind = rs.get("type", rs.get("rope_type"))
+        if kind != "yarn":
+            raise ContainerError(f"rope_scaling type {kind!r} is not implemented")
+        s = float(rs.get("factor", 1.0))
+        if s <= 1.0:
+            return
+        if float(rs.get("mscale", 1.0)) != float(rs.get("mscale_all_dim", 0.0)):
+            raise ContainerError("rope_scaling mscale != mscale_all_dim is not implemented")
+        L0 = float(rs.get("original_max_position_embeddings", 4096))
+
+        # Pair j completes L0 * f_j / (2 pi) turns over the original context; a pair that
+        # turns more than beta_fast times keeps its frequency, one that turns fewer than
+        # beta_slow times is slowed by the factor, and the pairs between blend linearly.
+        def pair_at(turns):
+            return dim * np.log(L0 / (turns * 2 * np.pi)) / (2 * np.log(theta))
+        lo = max(0.0, np.floor(pair_at(float(rs.get("beta_fast", 32.0)))))
+        hi = min(dim - 1.0, np.ceil(pair_at(float(rs.get("beta_slow", 1.0)))))
+        if hi == lo:
+            hi += 0.001
+        slowed = np.clip((j - lo) / (hi - lo), 0.0, 1.0)    # 0 keeps, 1 divides by s
+        self.rope_inv_freq = base_freq * (1.0 - slowed) + base_freq / s * slowed
+        m = float(rs.get("mscale_all_dim", 0.0))
+        if m:
+            self.att_mul = (0.1 * m * np.log(s) + 1.0) ** 2
 
     def _check(self):
         def need(ok, what):
@@ -131,6 +177,9 @@ class Config:
                  and self.qk_rope >= 1 and self.v_head >= 1,
                  "MLA dims must be >= 1 when a layer is MLA")
         need(0 <= self.first_dense <= self.n_layers, "first_k_dense_replace")
+        if self.n_experts > 0:
+            need(self.n_experts % self.n_group == 0 and 1 <= self.topk_group <= self.n_group,
+                 "n_group must divide num_experts and topk_group lie in 1..n_group")
         need(0 <= self.attn_res_block <= self.n_layers, "attn_res_block_size")
 
 

@@ -179,6 +179,7 @@ def main():
         "routed_scaling_factor": 1.5, "num_attention_heads": nh,
         "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": vh,
         "kv_lora_rank": kvl, "q_lora_rank": ql if on("q_lora") else None,
+        "mla_use_nope": True,
         "rms_norm_eps": 1e-5, "eos_token_id": 2, "hidden_act": "silu",
         "linear_attn_config": {"num_heads": H, "head_dim": D, "short_conv_kernel_size": K,
                                "kda_layers": kda_layers,

@@ -162,8 +162,18 @@ def kda_layer(ct, L, u, st):
     return W("o_proj") @ o.reshape(C)
 
 
+def rotate(x, inv_freq, pos):
+    """Rotary embedding on interleaved pairs: (x[2j], x[2j+1]) read as the complex
+    number x[2j] + i x[2j+1], multiplied by e^(i pos inv_freq[j]) (docs/MODEL.md §5.1)."""
+    z = (x[..., 0::2] + 1j * x[..., 1::2]) * np.exp(1j * pos * inv_freq)
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = z.real, z.imag
+    return out
+
+
 def mla_layer(ct, L, u, cache):
-    """Multi-head latent attention, NoPE, unabsorbed form (docs/MODEL.md §5).
+    """Multi-head latent attention, unabsorbed form (docs/MODEL.md §5); the rope
+    channels rotated to each token's position when the config asks for it.
     cache: list of (c_kv normalized [kv_lora], k_rope [qk_rope]) per position."""
     c = ct.cfg
     nh, nope, rope, vh, kvl = c.n_heads, c.qk_nope, c.qk_rope, c.v_head, c.kv_lora
@@ -178,7 +188,12 @@ def mla_layer(ct, L, u, cache):
     q_nope, q_rope = q[:, :nope], q[:, nope:]
 
     ckv = W("kv_a_proj_with_mqa") @ u
-    cache.append((rmsnorm(ckv[:kvl], W("kv_a_layernorm"), c.eps), ckv[kvl:]))
+    k_rope = ckv[kvl:]
+    if c.rope_inv_freq is not None:
+        pos = len(cache)                   # this token's position
+        q_rope = rotate(q_rope, c.rope_inv_freq, pos)
+        k_rope = rotate(k_rope, c.rope_inv_freq, pos)
+    cache.append((rmsnorm(ckv[:kvl], W("kv_a_layernorm"), c.eps), k_rope))
     Cl = np.stack([x[0] for x in cache])                     # [T, kvl]
     Kr = np.stack([x[1] for x in cache])                     # [T, rope]
 
@@ -188,7 +203,7 @@ def mla_layer(ct, L, u, cache):
 
     o = np.zeros((nh, vh), dtype=u.dtype)
     for h in range(nh):
-        s = (K_nope[h] @ q_nope[h] + Kr @ q_rope[h]) / np.sqrt(nope + rope)
+        s = (K_nope[h] @ q_nope[h] + Kr @ q_rope[h]) * c.att_mul / np.sqrt(nope + rope)
         o[h] = softmax(s) @ V[h]
     o = o.reshape(nh * vh)
     if c.mla_output_gate:
@@ -208,6 +223,15 @@ def route(ct, L, u):
     bias = (ct.vector(p + "e_score_correction_bias", c.n_experts)
             if ct.has(p + "e_score_correction_bias") else np.zeros(c.n_experts, u.dtype))
     sel = score + bias
+    if c.topk_group < c.n_group:
+        # grouped top-k: keep the topk_group groups whose two best selection scores
+        # sum highest (ties -> lowest group); the other groups' experts cannot be chosen
+        per = c.n_experts // c.n_group
+        gs = [sum(sorted(sel[g * per:(g + 1) * per], reverse=True)[:2])
+              for g in range(c.n_group)]
+        kept = sorted(range(c.n_group), key=lambda g: (-gs[g], g))[:c.topk_group]
+        sel = np.array([sel[e] if e // per in kept else -np.inf
+                        for e in range(c.n_experts)])
     order = sorted(range(c.n_experts), key=lambda e: (-sel[e], e))
     ids = order[:c.top_k]
     margin = (sel[order[c.top_k - 1]] - sel[order[c.top_k]]

@@ -365,8 +365,16 @@ def test_kda(rng):
         check(f"KDA {name} vs unrolled scalar form", got, kda_naive(ct, us), 1e-10)
 
 
-def mla_stub(rng, qlora, gate):
-    cfg = dict(BASE_CFG, linear_attn_config={"kda_layers": []})
+K2_ROPE = {"rope_theta": 50000.0,
+           "rope_scaling": {"type": "yarn", "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0,
+                            "mscale": 1.0, "mscale_all_dim": 1.0,
+                            "original_max_position_embeddings": 4096}}
+
+
+def mla_stub(rng, qlora, gate, rope=False):
+    cfg = dict(BASE_CFG, linear_attn_config={"kda_layers": []}, mla_use_nope=not rope)
+    if rope:
+        cfg.update(K2_ROPE)
     nh, nope, rope, vh, kvl, hid = 3, 8, 4, 8, 16, 24
     if qlora:
         cfg["q_lora_rank"] = 12
@@ -389,13 +397,41 @@ def mla_stub(rng, qlora, gate):
     return Stub(cfg, t)
 
 
-def mla_absorbed(ct, us):
+def s_yarn(dim, theta, rs):
+    """Per-pair frequencies and the score factor, by scalar loops over the §5.0 formulas."""
+    f = [theta ** (-2.0 * j / dim) for j in range(dim // 2)]
+    if not rs:
+        return f, 1.0
+    s, L = rs["factor"], rs["original_max_position_embeddings"]
+    d = lambda b: dim * math.log(L / (2 * math.pi * b)) / (2 * math.log(theta))
+    lo, hi = max(0, math.floor(d(rs["beta_fast"]))), min(dim - 1, math.ceil(d(rs["beta_slow"])))
+    hi = hi + 0.001 if hi == lo else hi
+    out = []
+    for j, fj in enumerate(f):
+        r = min(1.0, max(0.0, (j - lo) / (hi - lo)))
+        out.append(fj * (1 - r) + fj / s * r)
+    m = (0.1 * rs["mscale_all_dim"] * math.log(s) + 1) ** 2
+    return out, m
+
+
+def s_rotate(x, freqs, pos):
+    """Interleaved pairs (x[2j], x[2j+1]) turned by pos * freqs[j], with cos and sin."""
+    y = list(x)
+    for j, f in enumerate(freqs):
+        cs, sn = math.cos(pos * f), math.sin(pos * f)
+        y[2 * j], y[2 * j + 1] = x[2 * j] * cs - x[2 * j + 1] * sn, x[2 * j] * sn + x[2 * j + 1] * cs
+    return np.array(y)
+
+
+def mla_absorbed(ct, us, rope_cfg=None):
     """docs/MODEL.md §5 literally: cache latents, absorb kv_b into the query and the
-    output, never expand K/V."""
+    output, never expand K/V; with rope_cfg, rotate q's and k's rope channels (§5.0)."""
     c = ct.cfg
     nh, nope, rope, vh, kvl = c.n_heads, c.qk_nope, c.qk_rope, c.v_head, c.kv_lora
     p = "model.layers.0.self_attn."
     T = ct.tensor
+    freqs, att = s_yarn(rope, rope_cfg["rope_theta"], rope_cfg["rope_scaling"]) if rope_cfg \
+        else (None, 1.0)
     cache, outs = [], []
     for u in us:
         if c.q_lora:
@@ -405,6 +441,13 @@ def mla_absorbed(ct, us):
             q = T(p + "q_proj.weight") @ u
         ckv = T(p + "kv_a_proj_with_mqa.weight") @ u
         lat = s_rmsnorm(list(ckv[:kvl]), list(T(p + "kv_a_layernorm.weight")), c.eps)
+        pos = len(cache)
+        if freqs:
+            ckv = np.concatenate([ckv[:kvl], s_rotate(ckv[kvl:], freqs, pos)])
+            q = np.concatenate([np.concatenate([q[h * (nope + rope):h * (nope + rope) + nope],
+                                                s_rotate(q[h * (nope + rope) + nope:
+                                                           (h + 1) * (nope + rope)], freqs, pos)])
+                                for h in range(nh)])
         cache.append(np.concatenate([lat, ckv[kvl:]]))
         kvb = T(p + "kv_b_proj.weight")
         o = []
@@ -413,7 +456,8 @@ def mla_absorbed(ct, us):
             Wkb = kvb[h * (nope + vh):h * (nope + vh) + nope]
             Wvb = kvb[h * (nope + vh) + nope:(h + 1) * (nope + vh)]
             qt = Wkb.T @ qh[:nope]
-            sc = [(qt @ cs[:kvl] + qh[nope:] @ cs[kvl:]) / math.sqrt(nope + rope) for cs in cache]
+            sc = [(qt @ cs[:kvl] + qh[nope:] @ cs[kvl:]) * att / math.sqrt(nope + rope)
+                  for cs in cache]
             e = [math.exp(s - max(sc)) for s in sc]
             ct_ = sum((ei / sum(e)) * cs[:kvl] for ei, cs in zip(e, cache))
             o += list(Wvb @ ct_)
@@ -432,17 +476,42 @@ def test_mla(rng):
         got = [model.mla_layer(ct, 0, u, cache) for u in us]
         check(f"MLA unabsorbed vs absorbed (q_lora={qlora}, gate={gate})", got,
               mla_absorbed(ct, us), 1e-11)
+    # K2's rotation: 4 rope channels, so with theta 50000 the YaRN ramp sits at pair 0..1
+    for qlora in (False, True):
+        ct = mla_stub(rng, qlora, False, rope=True)
+        us = [rng.normal(size=24) for _ in range(7)]
+        cache = []
+        got = [model.mla_layer(ct, 0, u, cache) for u in us]
+        check(f"MLA with YaRN rotary vs absorbed and scalar rotation (q_lora={qlora})", got,
+              mla_absorbed(ct, us, K2_ROPE), 1e-11)
+        plain = mla_absorbed(ct, us)
+        check_true(f"MLA rotation moves the output (q_lora={qlora})",
+                   max(np.abs(g - w).max() for g, w in zip(got[1:], plain[1:])) > 1e-3)
 
 
 # ---------------------------------------------------------------- router and MoE
 
-def s_route(scores, bias, K, renorm, scale):
-    """K greedy passes: largest score+bias among unpicked, ties -> lowest id."""
-    picked = []
+def s_route(scores, bias, K, renorm, scale, groups=1, keep=1):
+    """K greedy passes: largest score+bias among unpicked, ties -> lowest id; with
+    groups, only experts of the `keep` groups whose two best ranks sum highest."""
+    E, picked = len(scores), []
+    allowed = set(range(E))
+    if keep < groups:
+        per = E // groups
+        key = []
+        for g in range(groups):
+            r = [scores[e] + bias[e] for e in range(g * per, (g + 1) * per)]
+            a = max(r)
+            r.remove(a)
+            key.append(a + (max(r) if r else 0.0))
+        kept = []
+        for _ in range(keep):
+            kept.append(max((g for g in range(groups) if g not in kept), key=lambda g: (key[g], -g)))
+        allowed = {e for e in range(E) if e // per in kept}
     for _ in range(K):
         best = None
-        for e in range(len(scores)):
-            if e in picked:
+        for e in range(E):
+            if e in picked or e not in allowed:
                 continue
             if best is None or scores[e] + bias[e] > scores[best] + bias[best]:
                 best = e
@@ -542,6 +611,23 @@ def test_moe(rng):
     ids, w, _ = model.route(ct, 1, u)
     sc = model.sigmoid(ct.tensor("model.layers.1.block_sparse_moe.gate.weight") @ u)
     check("route(): no moe_renormalize key -> raw sigmoid x scale", w, sc[ids] * 1.7, 1e-12)
+    # grouped top-k: 8 experts in 4 groups, 2 kept (ties: pairs of equal experts)
+    for trial in range(12):
+        ct = moe_stub(rng, False, False, trial % 2 == 1)
+        ct.cfg.n_group, ct.cfg.topk_group = 4, 2
+        u = rng.normal(size=24)
+        ids, w, _ = model.route(ct, 1, u)
+        G = ct.tensor("model.layers.1.block_sparse_moe.gate.weight")
+        b = list(ct.tensor("model.layers.1.block_sparse_moe.gate.e_score_correction_bias"))
+        sc = [s_sigmoid(z) for z in G @ u]
+        want, ww = s_route(sc, b, 3, True, 1.7, 4, 2)
+        check_true(f"grouped route() vs greedy passes (trial {trial})", list(ids) == want,
+                   f"{list(ids)} vs {want}")
+        check(f"grouped route() weights (trial {trial})", w, ww, 1e-12)
+    cfg = Config(dict(BASE_CFG, num_experts=8, num_experts_per_token=2, moe_intermediate_size=8,
+                      num_expert_group=4, topk_group=2, linear_attn_config={"kda_layers": []},
+                      mla_use_nope=True))
+    check_true("config reads num_expert_group / topk_group", (cfg.n_group, cfg.topk_group) == (4, 2))
 
 
 # ---------------------------------------------------------------- attention residuals

@@ -14,8 +14,10 @@ int cmd_synth(int argc, char** argv) {
   std::string arch = a.get_or("--arch", "kimi-linear");
   if (arch == "k3")
     o.arch = Arch::kK3;
+  else if (arch == "deepseek-v3")
+    o.arch = Arch::kDeepSeekV3;
   else if (arch != "kimi-linear")
-    throw UsageFailure{fmt::format("--arch: '{}' is not kimi-linear or k3", arch)};
+    throw UsageFailure{fmt::format("--arch: '{}' is not kimi-linear, k3 or deepseek-v3", arch)};
   o.preset = a.get_or("--preset", "tiny");
   o.seed = (uint64_t)a.get_int("--seed", 1, 0, INT64_MAX);
   o.layers = (int)a.get_int("--layers", 0, 1, 93);
