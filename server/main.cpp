@@ -99,7 +99,7 @@ const Command kCommands[] = {
      "[--seed N]"},
     {"convert", waste::cli::cmd_convert,
      "waste convert --src DIR --out MODEL [--jobs N] [--reclaim off|dry|on] "
-     "[--arch auto|k3|kimi-linear] [--seed N] [--quiet]"},
+     "[--arch auto|k3|kimi-linear|deepseek-v3] [--seed N] [--quiet]"},
     {"download", waste::cli::cmd_download,
      "waste download --repo ID --dest DIR [--revision REV] [--dry-run] [--endpoint URL] "
      "[--retries N] [--timeout SECONDS]   (HF_TOKEN, HF_ENDPOINT from the environment)"},

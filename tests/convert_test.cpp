@@ -2,12 +2,14 @@
 // names at scaled-down shapes, shards laid out like the releases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <span>
 
 #include "engine/base/error.h"
 #include "engine/base/f16.h"
@@ -17,6 +19,8 @@
 #include "engine/convert/convert.h"
 #include "engine/convert/convert_plan.h"
 #include "engine/convert/convert_verify.h"
+#include "engine/convert/fp8_block.h"
+#include "engine/convert/int4_pack.h"
 #include "engine/convert/mxfp4.h"
 #include "engine/convert/safetensors.h"
 #include "engine/convert/vq_encode.h"
@@ -35,6 +39,8 @@ namespace fs = std::filesystem;
 
 using test::CheckpointShape;
 using test::gauss;
+using test::k2_shape;
+using test::K2Weights;
 using test::k3_shape;
 using test::write_checkpoint;
 
@@ -122,14 +128,17 @@ void check_trunk(const Container& c, Checkpoint& ck, std::map<std::string, int>*
   }
 }
 
-void check_container(const fs::path& out, const fs::path& src) {
+// `q4`: the checkpoint has matrices big enough for Q4G (the tiny K2 shapes have none).
+void check_container(const fs::path& out, const fs::path& src, bool q4 = true) {
   auto c = Container::open(out);
   Checkpoint ck(src);
   std::map<std::string, int> formats;
   check_trunk(*c, ck, &formats);
   EXPECT_GT(formats["F32"], 0);
   EXPECT_GT(formats["Q8G"], 1);
-  EXPECT_GT(formats["Q4G"], 0);
+  if (q4) {
+    EXPECT_GT(formats["Q4G"], 0);
+  }
   // A forward pass runs and gives finite logits.
   ModelOptions mo;
   mo.threads = 2;
@@ -483,6 +492,316 @@ TEST_F(ConvertTest, Mxfp4NanScaleIsRefused) {
   mxfp4_decode_row(packed, scales, 32, out, "t", 0);
   EXPECT_EQ(out[0], -6.0f);
   EXPECT_EQ(out[1], -0.5f);
+}
+
+// ---- Kimi K2 / DeepSeek-V3 checkpoints: fp8 block-scaled (K2-Instruct), int4 experts
+// (K2-Thinking) ---------------------------------------------------------------------------
+
+// E4M3FN by its definition, in double: sign, 4 exponent bits (bias 7), 3 mantissa bits.
+double e4m3_by_definition(uint8_t b) {
+  int e = (b >> 3) & 15, m = b & 7;
+  double mag = e == 0 ? m / 8.0 * std::pow(2.0, -6) : (1 + m / 8.0) * std::pow(2.0, e - 7);
+  return (b & 0x80) ? -mag : mag;
+}
+
+// The stored bytes of one tensor, as the shard holds them.
+std::string raw_tensor(const fs::path& shard, const std::string& name) {
+  SafetensorsFile f(shard);
+  const TensorInfo* t = f.find(name);
+  EXPECT_TRUE(t) << name;
+  std::string b(t->end - t->begin, '\0');
+  f.read(*t, 0, b.size(), b.data());
+  return b;
+}
+
+std::string release_shard(const fs::path& src, const std::string& tensor) {
+  std::string idx = test::read_file(src / "model.safetensors.index.json");
+  size_t at = idx.find("\"" + tensor + "\":\"");
+  EXPECT_NE(at, std::string::npos) << tensor;
+  at += tensor.size() + 4;
+  return idx.substr(at, idx.find('"', at) - at);
+}
+
+// Every fp8 weight the checkpoint reads equals, bit for bit, code-by-definition times its tile's
+// scale rounded once to f32, the tile being weight_block_size's with partial edge tiles. Returns
+// how many weights were checked.
+int expect_fp8_exact(const fs::path& src, int64_t bm, int64_t bn) {
+  Checkpoint ck(src);
+  int checked = 0;
+  for (const auto& [name, shard] : ck.weight_map()) {
+    if (ck.stored(name) != Stored::kFp8) continue;
+    std::string release = ck.source_name(name);
+    std::string codes = raw_tensor(src / shard, release);
+    std::string sraw =
+        raw_tensor(src / release_shard(src, release + "_scale_inv"), release + "_scale_inv");
+    int64_t rows = 0, cols = 0;
+    std::vector<float> got;
+    ck.read_all(name, &got, &rows, &cols);
+    const int64_t tc = (cols + bn - 1) / bn;
+    EXPECT_EQ((int64_t)sraw.size(), ((rows + bm - 1) / bm) * tc * 4) << name;
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < cols; c++) {
+        float s;
+        std::memcpy(&s, &sraw[(size_t)(4 * ((r / bm) * tc + c / bn))], 4);
+        float want = (float)(e4m3_by_definition((uint8_t)codes[(size_t)(r * cols + c)]) * s);
+        EXPECT_EQ(f32_to_bits(got[(size_t)(r * cols + c)]), f32_to_bits(want))
+            << name << " " << r << "," << c;
+        if (::testing::Test::HasFailure()) return -1;
+      }
+    checked++;
+  }
+  return checked;
+}
+
+// Every int4 expert equals, bit for bit, (nibble - 8) times its group's BF16 scale, nibble i of
+// a row being bits 4(i%8).. of I32 word i/8. Returns how many weights were checked.
+int expect_int4_exact(const fs::path& src) {
+  Checkpoint ck(src);
+  int checked = 0;
+  for (const auto& [name, shard] : ck.weight_map()) {
+    if (!name.ends_with("_packed")) continue;
+    std::string base = name.substr(0, name.size() - 7);
+    EXPECT_EQ(ck.stored(base), Stored::kInt4) << base;
+    std::string release = ck.source_name(base);
+    std::string words = raw_tensor(src / shard, release + "_packed");
+    std::string sraw = raw_tensor(src / release_shard(src, release + "_scale"), release + "_scale");
+    int64_t rows = 0, cols = 0;
+    std::vector<float> got;
+    ck.read_all(base, &got, &rows, &cols);
+    EXPECT_EQ((int64_t)words.size(), rows * cols / 2) << base;
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < cols; c++) {
+        uint32_t w;
+        std::memcpy(&w, &words[(size_t)(4 * (r * (cols / 8) + c / 8))], 4);
+        int q = (int)((w >> (4 * (c % 8))) & 15) - 8;
+        uint16_t h;
+        std::memcpy(&h, &sraw[(size_t)(2 * (r * (cols / 32) + c / 32))], 2);
+        float want = (float)q * bits_to_f32((uint32_t)h << 16);
+        EXPECT_EQ(f32_to_bits(got[(size_t)(r * cols + c)]), f32_to_bits(want))
+            << base << " " << r << "," << c;
+        if (::testing::Test::HasFailure()) return -1;
+      }
+    checked++;
+  }
+  return checked;
+}
+
+// The container opens as DeepSeek-V3 and its last-position logits match the float64 reference
+// (scripts/reference/waste_ref.py) as forward_test's do, greedy continuation included.
+void expect_k2_container_matches_reference(const fs::path& out) {
+  auto c = Container::open(out);
+  EXPECT_EQ(c->manifest().arch, "deepseek-v3");
+  EXPECT_EQ(c->config().arch(), Arch::kDeepSeekV3);
+  EXPECT_EQ(c->config().n_experts, 16);
+  EXPECT_EQ(c->config().top_k, 4);
+  EXPECT_EQ(c->config().n_shared, 1);
+  EXPECT_TRUE(c->config().renormalize);
+  EXPECT_TRUE(c->config().rope.on);
+  for (const TrunkEntry& t : c->manifest().trunk) {
+    EXPECT_EQ(t.name.find("model.layers.4."), std::string::npos) << "MTP tensor " << t.name;
+    EXPECT_EQ(t.name.find(".mlp.gate."), std::string::npos) << t.name;
+    EXPECT_EQ(t.name.find("_scale_inv"), std::string::npos) << t.name;
+  }
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 12; i++) ids.push_back((i * 37 + 11) % c->config().vocab);
+  ModelOptions mo;
+  mo.threads = 2;
+  mo.chunk = 1;
+  Model m(*c, mo);
+  Session s = m.new_session(64);
+  std::vector<float> first(c->config().vocab);
+  m.forward(s, ids, first.data());
+  std::vector<float> logits = first;
+  std::vector<int32_t> greedy;
+  for (int i = 0; i < 8; i++) {
+    int32_t best = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    greedy.push_back(best);
+    m.forward(s, std::span<const int32_t>(&best, 1), logits.data());
+  }
+  test::TempDir d;
+  std::string list;
+  for (int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+  std::string log;
+  int rc = test::run_command("/usr/bin/python3 " +
+                                 (test::source_dir() / "scripts/reference/waste_ref.py").string() +
+                                 " " + out.string() + " --ids " + list + " --logits-out " +
+                                 (d / "l.f64").string() + " --greedy 8 --json",
+                             &log);
+  ASSERT_EQ(rc, 0) << log;
+  std::string raw = test::read_file(d / "l.f64");
+  ASSERT_EQ(raw.size(), first.size() * 8);
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < first.size(); i++) {
+    double ref;
+    std::memcpy(&ref, &raw[i * 8], 8);
+    max_diff = std::max(max_diff, std::fabs(first[i] - ref));
+    max_abs = std::max(max_abs, std::fabs(ref));
+  }
+  EXPECT_GT(max_abs, 1.0);
+  EXPECT_LE(max_diff, 1e-4) << "max |logit| " << max_abs;
+  EXPECT_LE(max_diff / max_abs, 1e-5);
+  std::string want;
+  for (int32_t id : greedy) want += (want.empty() ? "" : ",") + std::to_string(id);
+  std::string got_ids = log.substr(log.find("\"token_ids\""));
+  got_ids = got_ids.substr(got_ids.find('[') + 1);
+  got_ids = got_ids.substr(0, got_ids.find(']'));
+  got_ids.erase(std::remove(got_ids.begin(), got_ids.end(), ' '), got_ids.end());
+  EXPECT_EQ(got_ids, want);
+  std::printf("  %s: logits max |d| %.3g of max |logit| %.3g vs the float64 reference\n",
+              out.filename().c_str(), max_diff, max_abs);
+}
+
+TEST_F(ConvertTest, E4m3DecodesEveryCodeByItsDefinition) {
+  for (int b = 0; b < 256; b++) {
+    if ((b & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(e4m3_value((uint8_t)b))) << b;
+      continue;
+    }
+    EXPECT_EQ((double)e4m3_value((uint8_t)b), e4m3_by_definition((uint8_t)b)) << b;
+    EXPECT_EQ(e4m3_encode(e4m3_value((uint8_t)b)), b == 0x80 ? 0x80 : b) << b;
+  }
+  EXPECT_EQ(e4m3_value(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_value(0x38), 1.0f);
+  EXPECT_EQ(e4m3_value(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(e4m3_value(0xb8), -1.0f);
+}
+
+TEST_F(ConvertTest, Int4PackingIsLowNibbleFirstWithOffsetEight) {
+  int8_t q[8] = {-8, -7, -1, 0, 1, 5, 6, 7};
+  int32_t w = 0;
+  int4_pack_row(q, 8, &w);
+  EXPECT_EQ((uint32_t)w, 0xfed98710u);  // nibble i = q[i] + 8, value 0 in the low bits
+  float scale = 0.5f, out[8];
+  int4_decode_row(&w, &scale, 8, 32, out);
+  for (int i = 0; i < 8; i++) EXPECT_EQ(out[i], q[i] * 0.5f) << i;
+}
+
+TEST_F(ConvertTest, K2InstructFp8ConvertsExactlyAndMatchesTheReference) {
+  test::TempDir d;
+  CheckpointShape shape = k2_shape(K2Weights::kFp8);
+  write_checkpoint(d / "src", shape);
+  int fp8 = expect_fp8_exact(d / "src", shape.fp8_tile_rows, shape.fp8_tile_cols);
+  EXPECT_EQ(fp8, 3 * 16 * 3 + 4 * 5 + 3 + 3 * 3);  // experts, attention, dense, shared
+  ConvertReport r = convert(quick(d / "src", d / "out"));
+  EXPECT_EQ(r.layers_converted, 3);
+  check_container(d / "out", d / "src", false);
+  expect_k2_container_matches_reference(d / "out");
+  std::string m = test::read_file(d / "out" / "manifest.json");
+  EXPECT_NE(m.find("\"num_experts\":16"), std::string::npos);
+  EXPECT_NE(m.find("\"num_experts_per_token\":4"), std::string::npos);
+  EXPECT_NE(m.find("\"num_shared_experts\":1"), std::string::npos);
+  EXPECT_NE(m.find("\"moe_renormalize\":true"), std::string::npos);
+  EXPECT_NE(m.find("model.layers.1.block_sparse_moe.gate.e_score_correction_bias"),
+            std::string::npos);
+  EXPECT_NE(m.find("model.layers.1.block_sparse_moe.shared_experts.down_proj.weight"),
+            std::string::npos);
+  EXPECT_NE(m.find("model.layers.0.mlp.gate_proj.weight"), std::string::npos);
+}
+
+TEST_F(ConvertTest, K2ThinkingInt4ExpertsConvertExactlyAndMatchTheReference) {
+  test::TempDir d;
+  write_checkpoint(d / "src", k2_shape(K2Weights::kInt4));
+  EXPECT_EQ(expect_int4_exact(d / "src"), 3 * 16 * 3);
+  ConvertReport r = convert(quick(d / "src", d / "out"));
+  EXPECT_EQ(r.layers_converted, 3);
+  check_container(d / "out", d / "src", false);
+  expect_k2_container_matches_reference(d / "out");
+}
+
+TEST_F(ConvertTest, K2BadInputsAreRefusedNamingTheProblem) {
+  test::TempDir d;
+  write_checkpoint(d / "fp8", k2_shape(K2Weights::kFp8));
+  write_checkpoint(d / "int4", k2_shape(K2Weights::kInt4));
+  auto k2_refusal = [](const fs::path& p) {
+    std::string e = convert_error(p);
+    std::printf("  %s: %s\n", p.filename().c_str(), e.c_str());
+    return e;
+  };
+  auto fresh = [&](const char* from, const char* name) {
+    fs::path p = d / name;
+    fs::copy(d / from, p);
+    return p;
+  };
+  auto edit_config = [](const fs::path& p, const std::string& from, const std::string& to) {
+    std::string cfg = test::read_file(p / "config.json");
+    size_t at = cfg.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    cfg.replace(at, from.size(), to);
+    test::write_file(p / "config.json", cfg);
+  };
+  {  // fp8 weights without weight_block_size: the tile is never guessed
+    fs::path p = fresh("fp8", "no-tile");
+    edit_config(p, ",\"weight_block_size\":[32,48]", "");
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find("quantization_config.weight_block_size is missing"), std::string::npos) << e;
+  }
+  {  // a tile the scales do not fit: 16 rows a tile would need twice the scale rows
+    fs::path p = fresh("fp8", "tile");
+    edit_config(p, "\"weight_block_size\":[32,48]", "\"weight_block_size\":[16,48]");
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find("_scale_inv: shape"), std::string::npos) << e;
+    EXPECT_NE(e.find("weight_block_size [16, 48]"), std::string::npos) << e;
+  }
+  {  // a NaN code (S.1111.111) in an expert: refused naming the tensor, row and column
+    fs::path p = fresh("fp8", "nan");
+    const std::string t = "model.layers.2.mlp.experts.3.up_proj.weight";
+    fs::path shard = p / release_shard(p, t);
+    SafetensorsFile f(shard);
+    uint64_t at = 8 + f.header_json().size() + f.find(t)->begin + 5 * 128 + 7;
+    std::string b = test::read_file(shard);
+    b[at] = (char)0xff;
+    test::write_file(shard, b);
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find(t), std::string::npos) << e;
+    EXPECT_NE(e.find("row 5, column 7"), std::string::npos) << e;
+    EXPECT_NE(e.find("NaN"), std::string::npos) << e;
+  }
+  {  // an fp8 weight whose scales are not in the index
+    fs::path p = fresh("fp8", "no-scale");
+    std::string idx = test::read_file(p / "model.safetensors.index.json");
+    const std::string t = "\"model.layers.1.self_attn.o_proj.weight_scale_inv\":";
+    size_t at = idx.find(t);
+    ASSERT_NE(at, std::string::npos);
+    idx.erase(at, idx.find(',', at) - at + 1);
+    test::write_file(p / "model.safetensors.index.json", idx);
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find("model.layers.1.self_attn.o_proj.weight"), std::string::npos) << e;
+    EXPECT_NE(e.find("_scale_inv"), std::string::npos) << e;
+  }
+  {  // int4 with a group size the scales do not fit
+    fs::path p = fresh("int4", "group");
+    edit_config(p, "\"group_size\":32", "\"group_size\":64");
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find("pack-quantized shapes"), std::string::npos) << e;
+    EXPECT_NE(e.find("experts.0.gate_proj.weight_packed"), std::string::npos) << e;
+  }
+  {  // int4 described as 8-bit: refused naming the field
+    fs::path p = fresh("int4", "bits");
+    edit_config(p, "\"num_bits\":4", "\"num_bits\":8");
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find("config_groups.group_0.weights.num_bits"), std::string::npos) << e;
+  }
+  {  // a weight_shape that disagrees with the packed data
+    fs::path p = fresh("int4", "shape");
+    const std::string t = "model.layers.3.mlp.experts.9.down_proj.weight_shape";
+    fs::path shard = p / release_shard(p, t);
+    SafetensorsFile f(shard);
+    uint64_t at = 8 + f.header_json().size() + f.find(t)->begin;
+    std::string b = test::read_file(shard);
+    int32_t rows = 64;
+    std::memcpy(&b[at], &rows, 4);
+    test::write_file(shard, b);
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find(t), std::string::npos) << e;
+    EXPECT_NE(e.find("records [64, 32]"), std::string::npos) << e;
+  }
+  {  // int4 packed words without a pack-quantized config
+    fs::path p = fresh("int4", "no-config");
+    edit_config(p, "\"format\":\"pack-quantized\"", "\"format\":\"float-quantized\"");
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find("does not describe compressed-tensors pack-quantized int4"), std::string::npos)
+        << e;
+  }
 }
 
 TEST_F(ConvertTest, TooFewTrainingVectorsIsRefused) {

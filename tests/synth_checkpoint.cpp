@@ -9,6 +9,8 @@
 #include <map>
 
 #include "engine/base/f16.h"
+#include "engine/convert/fp8_block.h"
+#include "engine/convert/int4_pack.h"
 #include "engine/convert/mxfp4.h"
 #include "engine/format/model_config.h"
 #include "engine/format/tensor_specs.h"
@@ -97,7 +99,54 @@ std::string text_config(const CheckpointShape& s) {
                  s.latent);
 }
 
+// Kimi K2's config.json as the release spells it: DeepSeek's MoE keys, no mla_use_nope (the
+// rotation is on), YaRN, one multi-token-prediction layer past the last, and the weights'
+// quantization_config.
+std::string k2_config(const CheckpointShape& s) {
+  std::string quant =
+      s.k2 == K2Weights::kFp8
+          ? fmt::format(
+                "{{\"activation_scheme\":\"dynamic\",\"fmt\":\"e4m3\",\"quant_method\":\"fp8\","
+                "\"weight_block_size\":[{},{}]}}",
+                s.fp8_tile_rows, s.fp8_tile_cols)
+          : "{\"config_groups\":{\"group_0\":{\"input_activations\":null,"
+            "\"output_activations\":null,\"targets\":[\"Linear\"],\"weights\":{\"actorder\":null,"
+            "\"block_structure\":null,\"dynamic\":false,\"group_size\":32,\"num_bits\":4,"
+            "\"observer\":\"minmax\",\"observer_kwargs\":{},\"strategy\":\"group\","
+            "\"symmetric\":true,\"type\":\"int\"}}},\"format\":\"pack-quantized\","
+            "\"ignore\":[\"lm_head\",\"re:.*self_attn.*\",\"re:.*shared_experts.*\","
+            "\"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\"],\"kv_cache_scheme\":null,"
+            "\"quant_method\":\"compressed-tensors\",\"quantization_status\":\"compressed\"}";
+  return fmt::format(
+      "{{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"model_type\":\"kimi_k2\","
+      "\"hidden_size\":{},\"num_hidden_layers\":{},\"vocab_size\":{},\"bos_token_id\":1,"
+      "\"eos_token_id\":2,\"rms_norm_eps\":1e-06,\"first_k_dense_replace\":1,"
+      "\"intermediate_size\":{},\"moe_intermediate_size\":{},\"n_routed_experts\":{},"
+      "\"num_experts_per_tok\":4,\"n_shared_experts\":1,\"norm_topk_prob\":true,"
+      "\"scoring_func\":\"sigmoid\",\"topk_method\":\"noaux_tc\",\"n_group\":4,"
+      "\"topk_group\":2,\"routed_scaling_factor\":2.827,\"moe_layer_freq\":1,"
+      "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"qk_nope_head_dim\":16,"
+      "\"qk_rope_head_dim\":8,\"v_head_dim\":16,\"kv_lora_rank\":32,\"q_lora_rank\":48,"
+      "\"hidden_act\":\"silu\",\"rope_theta\":50000.0,\"rope_scaling\":{{\"type\":\"yarn\","
+      "\"factor\":32.0,\"beta_fast\":1.0,\"beta_slow\":1.0,\"mscale\":1.0,"
+      "\"mscale_all_dim\":1.0,\"original_max_position_embeddings\":4096}},"
+      "\"max_position_embeddings\":131072,\"num_nextn_predict_layers\":1,"
+      "\"tie_word_embeddings\":false,\"quantization_config\":{}}}",
+      s.hidden, s.layers, s.vocab, s.dense_inter, s.moe_inter, s.experts, quant);
+}
+
+// The engine's view of a K2 config: the keys the converter adds (docs/MODEL.md §1.1).
+std::string k2_engine_config(const CheckpointShape& s) {
+  std::string c = k2_config(s);
+  c.pop_back();
+  return c + fmt::format(
+                 ",\"num_experts\":{},\"num_experts_per_token\":4,\"num_shared_experts\":1,"
+                 "\"moe_renormalize\":true}}",
+                 s.experts);
+}
+
 std::string release_config(const CheckpointShape& s) {
+  if (s.k2 != K2Weights::kNone) return k2_config(s);
   if (!s.k3) return text_config(s);
   return fmt::format(
       "{{\"architectures\":[\"KimiK3ForConditionalGeneration\"],\"model_type\":\"kimi_k3\","
@@ -135,10 +184,93 @@ float gauss(Rng& r) {
   return (float)(std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v));
 }
 
+namespace {
+
+// DeepSeek's spelling of an engine tensor name (the inverse of the converter's renaming).
+std::string deepseek_name(std::string n) {
+  for (auto [ours, theirs] :
+       {std::pair{".block_sparse_moe.gate.", ".mlp.gate."},
+        std::pair{".block_sparse_moe.shared_experts.", ".mlp.shared_experts."}})
+    if (size_t at = n.find(ours); at != std::string::npos) n.replace(at, strlen(ours), theirs);
+  return n;
+}
+
+// K2-Instruct stores every projection inside the layers as fp8 (the router, norms, embedding and
+// head stay BF16/F32).
+bool fp8_stored(const std::string& name, const std::vector<int64_t>& shape) {
+  return shape.size() == 2 && name.rfind("model.layers.", 0) == 0 &&
+         (name.ends_with("_proj.weight") || name.ends_with("_proj_with_mqa.weight"));
+}
+
+// Per tile: scale = amax / 448 (f32), codes the nearest E4M3 of value / scale.
+void add_fp8(std::vector<StTensor>* out, const std::string& name, const std::vector<float>& v,
+             int64_t rows, int64_t cols, const CheckpointShape& s) {
+  const int64_t bm = s.fp8_tile_rows, bn = s.fp8_tile_cols;
+  const int64_t tr = (rows + bm - 1) / bm, tc = (cols + bn - 1) / bn;
+  std::vector<float> scale((size_t)(tr * tc));
+  for (int64_t i = 0; i < tr; i++)
+    for (int64_t j = 0; j < tc; j++) {
+      float amax = 0;
+      for (int64_t r = i * bm; r < std::min(rows, (i + 1) * bm); r++)
+        for (int64_t c = j * bn; c < std::min(cols, (j + 1) * bn); c++)
+          amax = std::max(amax, std::fabs(v[(size_t)(r * cols + c)]));
+      scale[(size_t)(i * tc + j)] = amax > 0 ? amax / 448.0f : 1.0f;
+    }
+  std::string codes((size_t)(rows * cols), '\0');
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++)
+      codes[(size_t)(r * cols + c)] =
+          (char)e4m3_encode(v[(size_t)(r * cols + c)] / scale[(size_t)((r / bm) * tc + c / bn)]);
+  out->push_back({name, "F8_E4M3", {rows, cols}, codes});
+  out->push_back({name + "_scale_inv", "F32", {tr, tc}, f32_bytes(scale)});
+}
+
+// compressed-tensors' symmetric int4: per group of 32, scale = bf16(amax / 7), q rounded and
+// clamped to [-8, 7], packed eight to an I32.
+void add_int4(std::vector<StTensor>* out, const std::string& name, const std::vector<float>& v,
+              int64_t rows, int64_t cols) {
+  constexpr int kGroup = 32;
+  std::vector<float> scale((size_t)(rows * cols / kGroup));
+  std::string scale_bytes = bf16_bytes(scale);  // sized; filled below
+  std::vector<int32_t> words((size_t)(rows * int4_words(cols)));
+  std::vector<int8_t> q((size_t)cols);
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t g = 0; g < cols / kGroup; g++) {
+      float amax = 0;
+      for (int64_t c = g * kGroup; c < (g + 1) * kGroup; c++)
+        amax = std::max(amax, std::fabs(v[(size_t)(r * cols + c)]));
+      std::string b = bf16_bytes({amax > 0 ? amax / 7.0f : 1.0f});
+      std::memcpy(&scale_bytes[(size_t)(2 * (r * cols / kGroup + g))], b.data(), 2);
+      uint16_t h;
+      std::memcpy(&h, b.data(), 2);
+      float sc = bits_to_f32((uint32_t)h << 16);
+      for (int64_t c = g * kGroup; c < (g + 1) * kGroup; c++)
+        q[(size_t)c] =
+            (int8_t)std::clamp(std::nearbyint(v[(size_t)(r * cols + c)] / sc), -8.0f, 7.0f);
+    }
+    int4_pack_row(q.data(), cols, words.data() + r * int4_words(cols));
+  }
+  std::vector<int32_t> shape = {(int32_t)rows, (int32_t)cols};
+  out->push_back({name + "_packed",
+                  "I32",
+                  {rows, int4_words(cols)},
+                  std::string(reinterpret_cast<const char*>(words.data()), words.size() * 4)});
+  out->push_back({name + "_scale", "BF16", {rows, cols / kGroup}, scale_bytes});
+  out->push_back(
+      {name + "_shape", "I32", {2}, std::string(reinterpret_cast<const char*>(shape.data()), 8)});
+}
+
+}  // namespace
+
 void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t seed) {
+  const bool k2 = s.k2 != K2Weights::kNone;
   fs::create_directories(dir);
   write_file(dir / "config.json", release_config(s));
-  SynthVocab sv = write_synthetic_tokenizer(dir, s.k3 ? Arch::kK3 : Arch::kKimiLinear, 0);
+  SynthVocab sv = write_synthetic_tokenizer(dir,
+                                            s.k3 ? Arch::kK3
+                                            : k2 ? Arch::kDeepSeekV3
+                                                 : Arch::kKimiLinear,
+                                            0);
   (void)sv;
   fs::remove(dir / "specials.json");
   write_file(dir / "tokenizer_config.json",
@@ -151,11 +283,12 @@ void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t se
                "\"image_mean\":[0.5,0.5,0.5],\"image_std\":[0.5,0.5,0.5],"
                "\"patch_limit_on_one_side\":512}}");
   simdjson::dom::parser p;
-  simdjson::padded_string cfg_text(text_config(s));
+  simdjson::padded_string cfg_text(k2 ? k2_engine_config(s) : text_config(s));
   ModelConfig c = parse_model_config(p.parse(cfg_text).value(), "test config");
   std::string prefix = s.k3 ? "language_model." : "";
   Rng r(seed);
-  // shard 1: model-level and layer 0 (trunk only); shard 2: layers 1-2; shard 3: the rest.
+  // shard 1: model-level and layer 0 (trunk only); shard 2: layers 1-2; shard 3: the rest; K2's
+  // multi-token-prediction layer in shard 4.
   std::map<int, std::vector<StTensor>> shards;
   auto shard_of = [&](int layer) { return layer <= 0 ? 1 : layer <= 2 ? 2 : 3; };
   int i = 0;
@@ -163,8 +296,13 @@ void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t se
     int layer = -1;
     if (t.name.rfind("model.layers.", 0) == 0) layer = std::stoi(t.name.substr(13));
     std::vector<float> v = values_for(t.name, t.shape, r);
+    std::string name = prefix + (k2 ? deepseek_name(t.name) : t.name);
+    if (s.k2 == K2Weights::kFp8 && fp8_stored(t.name, t.shape)) {
+      add_fp8(&shards[shard_of(layer)], name, v, t.shape[0], t.shape[1], s);
+      continue;
+    }
     // Mostly BF16, as the releases; a few F32 and F16 to cover every widening.
-    StTensor st{prefix + t.name, "BF16", t.shape, ""};
+    StTensor st{name, "BF16", t.shape, ""};
     if (t.name.find("A_log") != std::string::npos || t.name.find("correction") != std::string::npos)
       st.dtype = "F32", st.bytes = f32_bytes(v);
     else if (t.name.find("o_norm") != std::string::npos)
@@ -174,18 +312,30 @@ void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t se
     shards[shard_of(layer)].push_back(std::move(st));
     i++;
   }
+  static const char* kMixtral[3] = {"w1", "w3", "w2"};
+  static const char* kDeepSeek[3] = {"gate_proj", "up_proj", "down_proj"};
   for (int l = 1; l < s.layers; l++)
     for (int e = 0; e < s.experts; e++)
-      for (const char* w : {"w1", "w3", "w2"}) {
-        bool down = w[1] == '2';
+      for (int k = 0; k < 3; k++) {
+        bool down = k == 2;
         int64_t width = c.expert_in(), rows = down ? width : s.moe_inter,
                 cols = down ? s.moe_inter : width;
         std::vector<float> v((size_t)(rows * cols));
         for (float& x : v) x = gauss(r) * 0.02f;
         std::string name =
-            fmt::format("{}model.layers.{}.block_sparse_moe.experts.{}.{}.weight", prefix, l, e, w);
+            fmt::format("{}model.layers.{}.{}.experts.{}.{}.weight", prefix, l,
+                        k2 ? "mlp" : "block_sparse_moe", e, k2 ? kDeepSeek[k] : kMixtral[k]);
+        std::vector<StTensor>& out = shards[shard_of(l)];
+        if (s.k2 == K2Weights::kFp8) {
+          add_fp8(&out, name, v, rows, cols, s);
+          continue;
+        }
+        if (s.k2 == K2Weights::kInt4) {
+          add_int4(&out, name, v, rows, cols);
+          continue;
+        }
         if (!s.k3) {
-          shards[shard_of(l)].push_back({name, "BF16", {rows, cols}, bf16_bytes(v)});
+          out.push_back({name, "BF16", {rows, cols}, bf16_bytes(v)});
           continue;
         }
         std::string packed((size_t)(rows * cols / 2), '\0'),
@@ -194,9 +344,18 @@ void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t se
           mxfp4_encode_row(v.data() + row * cols, cols, (uint8_t*)&packed[row * cols / 2],
                            (uint8_t*)&scales[row * cols / 32]);
         if (e == 0) scales[0] = 0;  // a group with e = 0 decodes as zero
-        shards[shard_of(l)].push_back({name + "_packed", "U8", {rows, cols / 2}, packed});
-        shards[shard_of(l)].push_back({name + "_scale", "U8", {rows, cols / 32}, scales});
+        out.push_back({name + "_packed", "U8", {rows, cols / 2}, packed});
+        out.push_back({name + "_scale", "U8", {rows, cols / 32}, scales});
       }
+  if (k2) {  // the MTP layer: never read (num_nextn_predict_layers)
+    const int l = s.layers;
+    auto add = [&](std::string n, std::vector<int64_t> shape) {
+      shards[4].push_back({n, "BF16", shape, bf16_bytes(values_for(n, shape, r))});
+    };
+    add(fmt::format("model.layers.{}.enorm.weight", l), {s.hidden});
+    add(fmt::format("model.layers.{}.eh_proj.weight", l), {s.hidden, 2 * s.hidden});
+    add(fmt::format("model.layers.{}.mlp.experts.0.gate_proj.weight", l), {s.moe_inter, s.hidden});
+  }
   if (s.k3) {
     auto add = [&](std::string n, std::vector<int64_t> shape) {
       shards[3].push_back({n, "BF16", shape, bf16_bytes(values_for(n, shape, r))});
@@ -210,7 +369,7 @@ void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t se
   }
   std::string map;
   for (auto& [k, ts] : shards) {
-    std::string file = fmt::format("model-{:05d}-of-00003.safetensors", k);
+    std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", k, shards.size());
     // Header order deliberately unsorted (the index and the converter must not care).
     std::reverse(ts.begin(), ts.end());
     write_safetensors(dir / file, ts);
@@ -223,6 +382,16 @@ void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t se
 
 CheckpointShape kimi_linear_shape() {
   return CheckpointShape{};
+}
+
+// DeepSeek-V3 tiny's shapes (engine/synth): 16 experts in 4 groups, every layer MLA.
+CheckpointShape k2_shape(K2Weights w) {
+  CheckpointShape s;
+  s.k2 = w;
+  s.experts = 16;
+  s.moe_inter = 32;
+  s.dense_inter = 192;
+  return s;
 }
 
 CheckpointShape k3_shape() {

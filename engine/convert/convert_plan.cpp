@@ -55,18 +55,39 @@ std::string hf_arch(simdjson::dom::element root) {
   return "";
 }
 
-// The manifest's `config`: the text config verbatim; for the nested (K3) layout plus `_outer`
-// with every other top-level key (docs/FORMAT.md §2).
+// DeepSeek's spellings of the MoE keys the engine reads, added under the engine's names when
+// absent (docs/MODEL.md §1.1): a DeepSeek config read as it is would load no experts.
+// `moe_renormalize` counts by presence, so it is written only when `norm_topk_prob` is true.
+std::string normalised_keys(simdjson::dom::element text) {
+  static const std::pair<const char*, const char*> kAliases[] = {
+      {"num_experts", "n_routed_experts"},
+      {"num_experts_per_token", "num_experts_per_tok"},
+      {"num_shared_experts", "n_shared_experts"}};
+  std::string out;
+  for (auto [ours, theirs] : kAliases)
+    if (!json::has(text, ours) && json::has(text, theirs))
+      out += fmt::format(",{}:{}", json_quote(ours), simdjson::minify(text[theirs].value_unsafe()));
+  bool norm = false;
+  if (!json::has(text, "moe_renormalize") && !text["norm_topk_prob"].get(norm) && norm)
+    out += ",\"moe_renormalize\":true";
+  return out;
+}
+
+// The manifest's `config`: the text config verbatim plus the normalised keys; for the nested
+// (K3) layout plus `_outer` with every other top-level key (docs/FORMAT.md §2).
 std::string manifest_config(simdjson::dom::element root, bool nested) {
-  if (!nested) return simdjson::minify(root);
-  std::string text = simdjson::minify(root["text_config"].value_unsafe());
+  simdjson::dom::element tc = nested ? root["text_config"].value_unsafe() : root;
+  std::string text = simdjson::minify(tc);
+  std::string extra = normalised_keys(tc);
+  text.pop_back();  // the closing brace
+  if (!extra.empty()) text += text.size() > 1 ? extra : extra.substr(1);
+  if (!nested) return text + "}";
   std::string outer;
   for (auto f : json::fields(root)) {
     if (f.key == "text_config") continue;
     outer += fmt::format("{}{}:{}", outer.empty() ? "" : ",", json_quote(f.key),
                          simdjson::minify(f.value));
   }
-  text.pop_back();  // the closing brace
   if (text.size() > 1) text += ',';
   text += "\"_outer\":{";
   text += outer;
@@ -74,14 +95,28 @@ std::string manifest_config(simdjson::dom::element root, bool nested) {
   return text;
 }
 
+// Layer index of a per-layer tensor name (after the prefix), or -1.
+int layer_of(std::string_view name, std::string_view prefix) {
+  std::string_view head = "model.layers.";
+  if (!name.starts_with(prefix) || !name.substr(prefix.size()).starts_with(head)) return -1;
+  int l = 0;
+  for (char ch : name.substr(prefix.size() + head.size())) {
+    if (ch < '0' || ch > '9') break;
+    l = l * 10 + (ch - '0');
+  }
+  return l;
+}
+
 void plan_trunk(Checkpoint& ck, ConvertPlan* p) {
   uint64_t off = 0;
   for (const auto& [name, shard] : ck.weight_map()) {  // byte order of names, as the original
-    if (is_expert_tensor(name)) continue;
+    if (is_expert_tensor(name) || Checkpoint::is_companion(name)) continue;
+    // A multi-token-prediction layer past the last (DeepSeek-V3's layer 61) is not run.
+    if (layer_of(name, p->prefix) >= p->config.n_layers) continue;
     TrunkTensor t;
     t.name = name;
     t.shard = shard;
-    std::vector<int64_t> src = ck.info(name).shape;
+    std::vector<int64_t> src = ck.shape(name);
     if (src.empty()) fail("{}: tensor {} is a scalar; the trunk holds 1-4 dims", shard, name);
     bool vision = is_vision_tensor(name);
     t.fmt = trunk_format(name, src, vision);
@@ -98,7 +133,7 @@ void plan_trunk(Checkpoint& ck, ConvertPlan* p) {
       t.bytes = pb + sb;
     }
     off += t.bytes;
-    p->trunk_shards.insert(shard);
+    for (const std::string& f : ck.shards_of(name)) p->trunk_shards.insert(f);
     p->trunk_index += fmt::format("{}{}", p->trunk_index.empty() ? "" : ",\n  ", entry_json(t));
     p->trunk.push_back(std::move(t));
   }
@@ -130,8 +165,7 @@ void plan_experts(Checkpoint& ck, ConvertPlan* p) {
         if (!ck.has(n))
           fail("{}: routed expert tensor {} is not in the index",
                (ck.dir() / "model.safetensors.index.json").string(), n);
-        x.shards.insert(ck.shard_of(n));
-        if (ck.is_mxfp4(n)) x.shards.insert(ck.shard_of(n + "_scale"));
+        for (const std::string& f : ck.shards_of(n)) x.shards.insert(f);
         // Shapes come from the headers alone: a bad one is refused before any encoding.
         std::vector<int64_t> s = ck.shape(n);
         int64_t rows = k == 2 ? g.width : g.inter, cols = k == 2 ? g.inter : g.width;
@@ -204,12 +238,16 @@ ConvertPlan make_plan(Checkpoint& ck, const std::string& arch, const VqRecipe& r
   if (arch == "kimi-linear" && p.nested)
     fail<UsageError>("--arch kimi-linear: {} nests a text_config (a K3 release?)",
                      cfg_path.string());
-  if (arch != "auto" && arch != "k3" && arch != "kimi-linear")
-    fail<UsageError>("--arch: '{}' is not auto, k3 or kimi-linear", arch);
+  if (arch != "auto" && arch != "k3" && arch != "kimi-linear" && arch != "deepseek-v3")
+    fail<UsageError>("--arch: '{}' is not auto, k3, kimi-linear or deepseek-v3", arch);
+  if (arch == "deepseek-v3" && p.nested)
+    fail<UsageError>("--arch deepseek-v3: {} nests a text_config (a K3 release?)",
+                     cfg_path.string());
   p.prefix = p.nested ? "language_model." : "";
   std::string hf = hf_arch(root);
   p.arch = hf == "KimiK3ForConditionalGeneration" ? "kimi-k3"
            : hf == "KimiLinearForCausalLM"        ? "kimi-linear"
+           : hf == "DeepseekV3ForCausalLM"        ? "deepseek-v3"
                                                   : hf;
   p.config_json = manifest_config(root, p.nested);
   simdjson::dom::parser cparser;

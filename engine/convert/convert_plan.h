@@ -65,8 +65,9 @@ bool is_expert_tensor(std::string_view name);
 // `prefix` is "language_model." for K3's nested checkpoints, else empty.
 std::string expert_tensor_name(std::string_view prefix, int layer, int expert, int kind);
 
-// `arch`: auto, k3 or kimi-linear. Reads config.json from the checkpoint folder and every shard
-// header the plan needs; throws FormatError naming the tensor or file that is wrong or missing.
+// `arch`: auto, k3, kimi-linear or deepseek-v3. Reads config.json from the checkpoint folder and
+// every shard header the plan needs; throws FormatError naming the tensor or file that is wrong or
+// missing.
 ConvertPlan make_plan(Checkpoint& ck, const std::string& arch, const VqRecipe& recipe);
 
 // JSON string literal of s.

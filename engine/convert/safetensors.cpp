@@ -15,6 +15,8 @@
 #include "engine/base/f16.h"
 #include "engine/base/file_read.h"
 #include "engine/base/json_fields.h"
+#include "engine/convert/fp8_block.h"
+#include "engine/convert/int4_pack.h"
 #include "engine/convert/mxfp4.h"
 #include "engine/format/container.h"
 
@@ -26,6 +28,7 @@ namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference reader's limit
 constexpr uint64_t kMaxIndexBytes = 256u << 20;
+constexpr size_t npos = std::string::npos;
 
 struct DtypeName {
   Dtype d;
@@ -239,12 +242,14 @@ void widen_to_f32(Dtype d, const void* src, int64_t n, float* out, const std::st
 Checkpoint::Checkpoint(const fs::path& dir, const fs::path& header_cache)
     : dir_(dir), cache_(header_cache) {
   if (!fs::is_directory(dir)) fail<IoError>("{}: not a checkpoint folder", dir.string());
+  quant_ = read_weight_quant(dir / "config.json");
   fs::path index = dir / "model.safetensors.index.json";
   if (!fs::exists(index)) {
     // A single-file checkpoint: its header is the index.
     if (!fs::exists(dir / "model.safetensors"))
       fail<IoError>("{}: neither model.safetensors.index.json nor model.safetensors", dir.string());
     for (auto& [name, t] : shard("model.safetensors").tensors()) map_[name] = "model.safetensors";
+    adopt_engine_names();
     return;
   }
   std::string text = read_small_file(index, kMaxIndexBytes);
@@ -263,6 +268,47 @@ Checkpoint::Checkpoint(const fs::path& dir, const fs::path& header_cache)
     map_[std::string(f.key)] = std::string(shard_name);
   }
   if (map_.empty()) fail("{}: weight_map is empty", index.string());
+  adopt_engine_names();
+}
+
+// DeepSeek's MoE spellings to the engine's: the router and its bias, the shared experts and the
+// routed experts move from `mlp.` to `block_sparse_moe.`; a dense layer's `mlp.gate_proj` stays.
+void Checkpoint::adopt_engine_names() {
+  bool deepseek = false;
+  for (auto& [name, file] : map_) deepseek = deepseek || name.find(".mlp.experts.") != npos;
+  if (!deepseek) return;
+  auto rename = [](std::string n) {
+    static const std::pair<const char*, const char*> kParts[] = {
+        {".mlp.gate.", ".block_sparse_moe.gate."},
+        {".mlp.shared_experts.", ".block_sparse_moe.shared_experts."},
+        {".mlp.experts.", ".block_sparse_moe.experts."}};
+    for (auto [from, to] : kParts)
+      if (size_t at = n.find(from); at != npos) n.replace(at, std::strlen(from), to);
+    if (n.find(".block_sparse_moe.experts.") == npos) return n;
+    static const std::pair<const char*, const char*> kKinds[] = {
+        {".gate_proj.", ".w1."}, {".up_proj.", ".w3."}, {".down_proj.", ".w2."}};
+    for (auto [from, to] : kKinds)
+      if (size_t at = n.find(from); at != npos) n.replace(at, std::strlen(from), to);
+    return n;
+  };
+  std::map<std::string, std::string, std::less<>> renamed;
+  for (auto& [name, file] : map_) {
+    std::string n = rename(name);
+    if (n != name) source_[n] = name;
+    if (!renamed.emplace(n, file).second)
+      fail("{}: tensor {} is listed under both of its spellings",
+           (dir_ / "model.safetensors.index.json").string(), name);
+  }
+  map_ = std::move(renamed);
+}
+
+std::string Checkpoint::source_name(std::string_view name) const {
+  auto it = source_.find(name);
+  if (it != source_.end()) return it->second;
+  // A pair's logical name is in the index only through its halves.
+  it = source_.find(std::string(name) + "_packed");
+  if (it != source_.end()) return it->second.substr(0, it->second.size() - 7);
+  return std::string(name);
 }
 
 std::vector<std::string> Checkpoint::shards() const {
@@ -277,18 +323,43 @@ const std::string& Checkpoint::shard_of(std::string_view tensor) const {
     it = map_.find(std::string(tensor) + "_packed");
     if (it == map_.end())
       fail("{}: tensor {} is not in the index", (dir_ / "model.safetensors.index.json").string(),
-           tensor);
+           source_name(tensor));
   }
   return it->second;
 }
 
-bool Checkpoint::is_mxfp4(std::string_view name) const {
-  return !map_.count(name) && map_.count(std::string(name) + "_packed") &&
-         map_.count(std::string(name) + "_scale");
+bool Checkpoint::is_companion(std::string_view n) {
+  return n.ends_with("_packed") || n.ends_with("_scale") || n.ends_with("_scale_inv") ||
+         n.ends_with("weight_shape");
+}
+
+Stored Checkpoint::stored(std::string_view name) {
+  std::string n(name);
+  if (map_.count(name)) return map_.count(n + "_scale_inv") ? Stored::kFp8 : Stored::kPlain;
+  if (!map_.count(n + "_packed") || !map_.count(n + "_scale")) return Stored::kPlain;
+  return info(n + "_packed").dtype == Dtype::kI32 ? Stored::kInt4 : Stored::kMxfp4;
+}
+
+std::set<std::string> Checkpoint::shards_of(std::string_view name) {
+  std::string n(name);
+  switch (stored(name)) {
+    case Stored::kPlain:
+      return {shard_of(n)};
+    case Stored::kFp8:
+      return {shard_of(n), shard_of(n + "_scale_inv")};
+    case Stored::kMxfp4:
+      return {shard_of(n + "_packed"), shard_of(n + "_scale")};
+    case Stored::kInt4:
+      break;
+  }
+  std::set<std::string> s = {shard_of(n + "_packed"), shard_of(n + "_scale")};
+  if (map_.count(n + "_shape")) s.insert(shard_of(n + "_shape"));
+  return s;
 }
 
 bool Checkpoint::has(std::string_view name) const {
-  return map_.count(name) || is_mxfp4(name);
+  return map_.count(name) ||
+         (map_.count(std::string(name) + "_packed") && map_.count(std::string(name) + "_scale"));
 }
 
 const SafetensorsFile& Checkpoint::shard(const std::string& file) {
@@ -324,41 +395,107 @@ const TensorInfo& Checkpoint::info(std::string_view name) {
   auto it = map_.find(name);
   if (it == map_.end())
     fail("{}: tensor {} is not in the index", (dir_ / "model.safetensors.index.json").string(),
-         name);
+         source_name(name));
   const SafetensorsFile& f = shard(it->second);
-  const TensorInfo* t = f.find(name);
+  const TensorInfo* t = f.find(source_name(name));
   if (!t)
     fail("{}: tensor {} is listed in the index but missing from the shard header",
-         f.path().string(), name);
+         f.path().string(), source_name(name));
   return *t;
 }
 
+std::string Checkpoint::where(std::string_view name) {
+  return shard(shard_of(name)).path().string() + ": tensor " + source_name(name);
+}
+
 std::vector<int64_t> Checkpoint::shape(std::string_view name) {
-  if (!is_mxfp4(name)) return info(name).shape;
   std::string n(name);
+  switch (stored(name)) {
+    case Stored::kPlain: {
+      const TensorInfo& t = info(name);
+      if (t.dtype == Dtype::kF8E4M3 || t.dtype == Dtype::kF8E5M2)
+        fail("{}: {} without {}_scale_inv in the index; fp8 is never read without its scales",
+             where(name), dtype_name(t.dtype), source_name(name));
+      return t.shape;
+    }
+    case Stored::kFp8: {
+      const TensorInfo& w = info(n);
+      const TensorInfo& s = info(n + "_scale_inv");
+      if (w.dtype != Dtype::kF8E4M3)
+        fail("{}: has a _scale_inv but dtype {}; only F8_E4M3 is read", where(n),
+             dtype_name(w.dtype));
+      if (s.dtype != Dtype::kF32 && s.dtype != Dtype::kBF16)
+        fail("{}_scale_inv: dtype {} (F32 or BF16 expected)", where(n), dtype_name(s.dtype));
+      if (quant_.fp8.rows == 0)
+        fail(
+            "{}.weight_block_size is missing, and tensor {} is F8_E4M3 with per-tile scales; the "
+            "tile is never guessed from shapes",
+            quant_.where, source_name(n));
+      const Fp8Tile b = quant_.fp8;
+      if (w.shape.size() != 2)
+        fail("{}: F8_E4M3 weight of shape {}; a matrix expected", where(n), shape_str(w.shape));
+      std::vector<int64_t> want = {(w.shape[0] + b.rows - 1) / b.rows,
+                                   (w.shape[1] + b.cols - 1) / b.cols};
+      if (s.shape != want)
+        fail(
+            "{}_scale_inv: shape {} does not match weight {} at weight_block_size [{}, {}] "
+            "(expected {})",
+            where(n), shape_str(s.shape), shape_str(w.shape), b.rows, b.cols, shape_str(want));
+      return w.shape;
+    }
+    case Stored::kMxfp4: {
+      const TensorInfo& p = info(n + "_packed");
+      const TensorInfo& s = info(n + "_scale");
+      std::string at = where(n + "_packed");
+      if (p.dtype != Dtype::kU8 || s.dtype != Dtype::kU8)
+        fail("{}: MXFP4 _packed and _scale must be U8 (got {} and {})", at, dtype_name(p.dtype),
+             dtype_name(s.dtype));
+      if (p.shape.size() != 2 || s.shape.size() != 2 || p.shape[0] != s.shape[0] ||
+          p.shape[1] * 2 != s.shape[1] * kMxfp4Group)
+        fail(
+            "{}: MXFP4 shapes {} (_packed) and {} (_scale) do not match (2 codes per byte, one "
+            "scale per 32)",
+            at, shape_str(p.shape), shape_str(s.shape));
+      return {p.shape[0], p.shape[1] * 2};
+    }
+    case Stored::kInt4:
+      break;
+  }
   const TensorInfo& p = info(n + "_packed");
   const TensorInfo& s = info(n + "_scale");
-  std::string where = shard(shard_of(n + "_packed")).path().string() + ": tensor " + n;
-  if (p.dtype != Dtype::kU8 || s.dtype != Dtype::kU8)
-    fail("{}: MXFP4 _packed and _scale must be U8 (got {} and {})", where, dtype_name(p.dtype),
+  std::string at = where(n + "_packed");
+  if (quant_.int4_group == 0)
+    fail("{}: I32 packed weights, but {} does not describe compressed-tensors pack-quantized int4",
+         at, quant_.where);
+  if (s.dtype != Dtype::kBF16 && s.dtype != Dtype::kF16 && s.dtype != Dtype::kF32)
+    fail("{}_scale: dtype {} (BF16, F16 or F32 expected)", where(n + "_packed"),
          dtype_name(s.dtype));
+  const int64_t g = quant_.int4_group;
   if (p.shape.size() != 2 || s.shape.size() != 2 || p.shape[0] != s.shape[0] ||
-      p.shape[1] * 2 != s.shape[1] * kMxfp4Group)
+      p.shape[1] != int4_words(s.shape[1] * g))
     fail(
-        "{}: MXFP4 shapes {} (_packed) and {} (_scale) do not match (2 codes per byte, one "
-        "scale per 32)",
-        where, shape_str(p.shape), shape_str(s.shape));
-  return {p.shape[0], p.shape[1] * 2};
+        "{}: pack-quantized shapes {} (_packed) and {} (_scale) do not match (8 values per I32, "
+        "one scale per {})",
+        at, shape_str(p.shape), shape_str(s.shape), g);
+  return {p.shape[0], s.shape[1] * g};
 }
 
 void Checkpoint::read_elements(std::string_view name, int64_t first, int64_t n, float* out) {
+  if (stored(name) != Stored::kPlain) {
+    int64_t cols = shape(name).back();
+    if (cols == 0 || first % cols || n % cols)
+      fail("{}: a quantized tensor is read in whole rows", where(name));
+    read_rows(name, first / cols, (first + n) / cols, out);
+    return;
+  }
   const TensorInfo& t = info(name);
   const SafetensorsFile& f = shard(shard_of(name));
-  std::string what = f.path().string() + ": tensor " + std::string(name);
+  std::string what = where(name);
+  shape(name);  // refuses fp8 without its scales
   if (first < 0 || n < 0 || first + n > t.elements())
     fail("{}: elements {}..{} out of range", what, first, first + n);
   if (t.dtype != Dtype::kBF16 && t.dtype != Dtype::kF16 && t.dtype != Dtype::kF32)
-    fail("{}: dtype {} is not supported (BF16, F16, F32 or an MXFP4 pair)", what,
+    fail("{}: dtype {} is not supported (BF16, F16, F32, or a quantized pair)", what,
          dtype_name(t.dtype));
   int64_t es = dtype_size(t.dtype);
   std::vector<uint8_t> raw((size_t)(n * es));
@@ -366,24 +503,79 @@ void Checkpoint::read_elements(std::string_view name, int64_t first, int64_t n, 
   widen_to_f32(t.dtype, raw.data(), n, out, what);
 }
 
+void Checkpoint::read_fp8_rows(const std::string& n, int64_t r0, int64_t r1, float* out) {
+  std::vector<int64_t> s = shape(n);
+  const Fp8Tile b = quant_.fp8;
+  const int64_t cols = s[1], scols = (cols + b.cols - 1) / b.cols;
+  const int64_t t0 = r0 / b.rows, t1 = r1 == r0 ? t0 : (r1 - 1) / b.rows + 1;
+  std::vector<uint8_t> codes((size_t)((r1 - r0) * cols));
+  shard(shard_of(n)).read(info(n), (uint64_t)(r0 * cols), codes.size(), codes.data());
+  const TensorInfo& si = info(n + "_scale_inv");
+  int64_t es = dtype_size(si.dtype);
+  std::vector<uint8_t> raw((size_t)((t1 - t0) * scols * es));
+  shard(shard_of(n + "_scale_inv")).read(si, (uint64_t)(t0 * scols * es), raw.size(), raw.data());
+  std::vector<float> scales((size_t)((t1 - t0) * scols));
+  widen_to_f32(si.dtype, raw.data(), (int64_t)scales.size(), scales.data(),
+               where(n) + "_scale_inv");
+  fp8_block_decode(codes.data(), scales.data(), r0, r1, cols, b, out, where(n));
+}
+
+void Checkpoint::read_int4_rows(const std::string& n, int64_t r0, int64_t r1, float* out) {
+  std::vector<int64_t> s = shape(n);
+  const int64_t cols = s[1], words = int4_words(cols), groups = cols / quant_.int4_group;
+  if (map_.count(n + "_shape")) {  // the release's record of the unpacked shape must agree
+    const TensorInfo& st = info(n + "_shape");
+    int32_t v[2] = {0, 0};
+    if (st.dtype != Dtype::kI32 || st.elements() != 2)
+      fail("{}: must be I32 [2], is {} {}", where(n + "_shape"), dtype_name(st.dtype),
+           shape_str(st.shape));
+    shard(shard_of(n + "_shape")).read(st, 0, 8, v);
+    if (v[0] != s[0] || v[1] != cols)
+      fail("{}: records [{}, {}] but _packed and _scale describe {}", where(n + "_shape"), v[0],
+           v[1], shape_str(s));
+  }
+  std::vector<int32_t> packed((size_t)((r1 - r0) * words));
+  shard(shard_of(n + "_packed"))
+      .read(info(n + "_packed"), (uint64_t)(r0 * words * 4), packed.size() * 4, packed.data());
+  const TensorInfo& si = info(n + "_scale");
+  int64_t es = dtype_size(si.dtype);
+  std::vector<uint8_t> raw((size_t)((r1 - r0) * groups * es));
+  shard(shard_of(n + "_scale")).read(si, (uint64_t)(r0 * groups * es), raw.size(), raw.data());
+  std::vector<float> scales((size_t)((r1 - r0) * groups));
+  widen_to_f32(si.dtype, raw.data(), (int64_t)scales.size(), scales.data(), where(n + "_scale"));
+  for (int64_t r = r0; r < r1; r++)
+    int4_decode_row(packed.data() + (r - r0) * words, scales.data() + (r - r0) * groups, cols,
+                    quant_.int4_group, out + (r - r0) * cols);
+}
+
 void Checkpoint::read_rows(std::string_view name, int64_t r0, int64_t r1, float* out) {
   std::string n(name);
-  if (!is_mxfp4(name)) {
-    int64_t cols = info(name).cols();
-    if (r0 < 0 || r1 > info(name).rows() || r0 > r1)
-      fail("tensor {}: rows {}..{} out of range", n, r0, r1);
-    read_elements(name, r0 * cols, (r1 - r0) * cols, out);
-    return;
-  }
+  Stored kind = stored(name);
   std::vector<int64_t> s = shape(name);
-  int64_t cols = s[1], pb = cols / 2, sb = cols / kMxfp4Group;
+  int64_t cols = s.empty() ? 1 : s.back(), rows = 1;
+  for (int64_t d : s) rows *= d;
+  rows = cols ? rows / cols : 0;
+  if (r0 < 0 || r1 > rows || r0 > r1) fail("tensor {}: rows {}..{} out of range", n, r0, r1);
+  switch (kind) {
+    case Stored::kPlain:
+      read_elements(name, r0 * cols, (r1 - r0) * cols, out);
+      return;
+    case Stored::kFp8:
+      read_fp8_rows(n, r0, r1, out);
+      return;
+    case Stored::kInt4:
+      read_int4_rows(n, r0, r1, out);
+      return;
+    case Stored::kMxfp4:
+      break;
+  }
+  int64_t pb = cols / 2, sb = cols / kMxfp4Group;
   const TensorInfo& p = info(n + "_packed");
   const TensorInfo& sc = info(n + "_scale");
-  if (r0 < 0 || r1 > s[0] || r0 > r1) fail("tensor {}: rows {}..{} out of range", n, r0, r1);
   std::vector<uint8_t> packed((size_t)((r1 - r0) * pb)), scales((size_t)((r1 - r0) * sb));
   shard(shard_of(n + "_packed")).read(p, (uint64_t)(r0 * pb), packed.size(), packed.data());
   shard(shard_of(n + "_scale")).read(sc, (uint64_t)(r0 * sb), scales.size(), scales.data());
-  std::string what = shard(shard_of(n + "_scale")).path().string() + ": tensor " + n + "_scale";
+  std::string what = where(n + "_scale");
   for (int64_t r = r0; r < r1; r++)
     mxfp4_decode_row(packed.data() + (r - r0) * pb, scales.data() + (r - r0) * sb, cols,
                      out + (r - r0) * cols, what, r);

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/convert/weight_quant.h"
+
 namespace waste {
 
 enum class Dtype {
@@ -79,8 +81,16 @@ class SafetensorsFile {
   std::map<std::string, TensorInfo, std::less<>> tensors_;
 };
 
+// How a weight is stored: plainly (BF16, F16, F32), as an MXFP4 pair (`name`_packed U8 +
+// `name`_scale U8), as F8_E4M3 with `name`_scale_inv per tile, or as pack-quantized int4
+// (`name`_packed I32 + `name`_scale per group + `name`_shape).
+enum class Stored { kPlain, kMxfp4, kFp8, kInt4 };
+
 // A checkpoint folder: config.json plus either model.safetensors.index.json and its shards, or
-// one model.safetensors. Shards are opened on first use.
+// one model.safetensors. Shards are opened on first use. A DeepSeek-V3 / Kimi K2 release names
+// its MoE tensors under `mlp.` (experts as gate_proj/up_proj/down_proj); such a checkpoint lists
+// them under the engine's names (`block_sparse_moe.`, experts as w1/w3/w2) and reads them from
+// the release's (docs/CONVERTER.md §1.6).
 class Checkpoint {
  public:
   // With `header_cache`, every shard header read is saved there, and a shard that has since
@@ -89,21 +99,30 @@ class Checkpoint {
                       const std::filesystem::path& header_cache = {});
 
   const std::filesystem::path& dir() const { return dir_; }
-  // Tensor name -> shard file name, as the index lists it.
+  // Tensor name -> shard file name, as the index lists it (under the engine's names).
   const std::map<std::string, std::string, std::less<>>& weight_map() const { return map_; }
   // Every shard the index names, sorted.
   std::vector<std::string> shards() const;
   const std::string& shard_of(std::string_view tensor) const;
+  // Every shard a read of the tensor touches (its companions' included).
+  std::set<std::string> shards_of(std::string_view tensor);
+  // The release's own name of a tensor (differs from `name` on DeepSeek-named checkpoints).
+  std::string source_name(std::string_view name) const;
+  const WeightQuant& quant() const { return quant_; }
 
-  // A tensor is stored plainly, or (MXFP4) as `name`_packed + `name`_scale.
+  // A tensor is stored plainly or as one of the pairs of `Stored`.
   bool has(std::string_view name) const;
-  bool is_mxfp4(std::string_view name) const;
-  // Shape of the logical tensor (for MXFP4: rows x 2*packed columns).
+  bool is_mxfp4(std::string_view name) { return stored(name) == Stored::kMxfp4; }
+  Stored stored(std::string_view name);
+  // True for the companions (scales, packed halves, shapes) that are read with their weight.
+  static bool is_companion(std::string_view name);
+  // Shape of the logical tensor, its storage checked against the config (fp8 tile, int4
+  // group) from the headers alone.
   std::vector<int64_t> shape(std::string_view name);
-  // Rows [r0, r1) of the tensor seen as rows x last dim, widened to f32 (BF16, F16, F32 or an
-  // MXFP4 pair). Throws FormatError naming the shard and tensor on any inconsistency.
+  // Rows [r0, r1) of the tensor seen as rows x last dim, decoded to f32. Throws FormatError
+  // naming the shard and tensor on any inconsistency.
   void read_rows(std::string_view name, int64_t r0, int64_t r1, float* out);
-  // Elements [first, first + n) of a plain (BF16, F16, F32) tensor in row-major order, as f32.
+  // Elements [first, first + n) in row-major order, as f32 (a quantized tensor: whole rows).
   void read_elements(std::string_view name, int64_t first, int64_t n, float* out);
   // The whole tensor as f32 into *out (resized; a caller reading many tensors keeps one vector,
   // so each read reuses its pages instead of faulting in fresh zeroed ones); rows/cols as in
@@ -112,12 +131,19 @@ class Checkpoint {
 
   // The shard's parsed header (opened once; thread-safe).
   const SafetensorsFile& shard(const std::string& file);
-  // The header entry of a plain tensor, checked to be in the shard the index names.
+  // The header entry of a stored tensor, checked to be in the shard the index names.
   const TensorInfo& info(std::string_view name);
 
  private:
+  void adopt_engine_names();
+  std::string where(std::string_view name);
+  void read_fp8_rows(const std::string& name, int64_t r0, int64_t r1, float* out);
+  void read_int4_rows(const std::string& name, int64_t r0, int64_t r1, float* out);
+
   std::filesystem::path dir_, cache_;
+  WeightQuant quant_;
   std::map<std::string, std::string, std::less<>> map_;
+  std::map<std::string, std::string, std::less<>> source_;  // engine name -> release name
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
 };
