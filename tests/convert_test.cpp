@@ -128,17 +128,14 @@ void check_trunk(const Container& c, Checkpoint& ck, std::map<std::string, int>*
   }
 }
 
-// `q4`: the checkpoint has matrices big enough for Q4G (the tiny K2 shapes have none).
-void check_container(const fs::path& out, const fs::path& src, bool q4 = true) {
+void check_container(const fs::path& out, const fs::path& src) {
   auto c = Container::open(out);
   Checkpoint ck(src);
   std::map<std::string, int> formats;
   check_trunk(*c, ck, &formats);
   EXPECT_GT(formats["F32"], 0);
   EXPECT_GT(formats["Q8G"], 1);
-  if (q4) {
-    EXPECT_GT(formats["Q4G"], 0);
-  }
+  EXPECT_GT(formats["Q4G"], 0);
   // A forward pass runs and gives finite logits.
   ModelOptions mo;
   mo.threads = 2;
@@ -651,6 +648,19 @@ void expect_k2_container_matches_reference(const fs::path& out) {
               out.filename().c_str(), max_diff, max_abs);
 }
 
+// scripts/reference/trunk_bytes.py: plain numpy with its own fp8 decoder re-derives every trunk
+// byte from the release's tensors.
+void expect_trunk_bytes_rederived(const fs::path& out, const fs::path& src) {
+  std::string log;
+  int rc = test::run_command(
+      "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/trunk_bytes.py").string() +
+          " " + out.string() + " " + src.string(),
+      &log);
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find(" 0 differ"), std::string::npos) << log;
+  std::printf("  %s", log.c_str());
+}
+
 TEST_F(ConvertTest, E4m3DecodesEveryCodeByItsDefinition) {
   for (int b = 0; b < 256; b++) {
     if ((b & 0x7f) == 0x7f) {
@@ -684,7 +694,8 @@ TEST_F(ConvertTest, K2InstructFp8ConvertsExactlyAndMatchesTheReference) {
   EXPECT_EQ(fp8, 3 * 16 * 3 + 4 * 5 + 3 + 3 * 3);  // experts, attention, dense, shared
   ConvertReport r = convert(quick(d / "src", d / "out"));
   EXPECT_EQ(r.layers_converted, 3);
-  check_container(d / "out", d / "src", false);
+  check_container(d / "out", d / "src");
+  expect_trunk_bytes_rederived(d / "out", d / "src");
   expect_k2_container_matches_reference(d / "out");
   std::string m = test::read_file(d / "out" / "manifest.json");
   EXPECT_NE(m.find("\"num_experts\":16"), std::string::npos);
@@ -704,7 +715,8 @@ TEST_F(ConvertTest, K2ThinkingInt4ExpertsConvertExactlyAndMatchTheReference) {
   EXPECT_EQ(expect_int4_exact(d / "src"), 3 * 16 * 3);
   ConvertReport r = convert(quick(d / "src", d / "out"));
   EXPECT_EQ(r.layers_converted, 3);
-  check_container(d / "out", d / "src", false);
+  check_container(d / "out", d / "src");
+  expect_trunk_bytes_rederived(d / "out", d / "src");
   expect_k2_container_matches_reference(d / "out");
 }
 

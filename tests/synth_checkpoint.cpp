@@ -384,13 +384,14 @@ CheckpointShape kimi_linear_shape() {
   return CheckpointShape{};
 }
 
-// DeepSeek-V3 tiny's shapes (engine/synth): 16 experts in 4 groups, every layer MLA.
+// DeepSeek-V3 tiny's shapes (engine/synth: 16 experts in 4 groups, every layer MLA), with a
+// dense FFN wide enough (512 x 128) for the trunk's Q4G.
 CheckpointShape k2_shape(K2Weights w) {
   CheckpointShape s;
   s.k2 = w;
   s.experts = 16;
   s.moe_inter = 32;
-  s.dense_inter = 192;
+  s.dense_inter = 512;
   return s;
 }
 

@@ -4,7 +4,9 @@ original converter's arithmetic (docs/CONVERTER.md §1.4, "Quantizer arithmetic"
 per 128-group amax clamped to >= 1e-8, s = amax / qmax, q = rint(x / s) with the f32 s, clamped;
 the stored scale is f16(s); Q4G packs q + 8 low nibble first), which the doc measured to match
 convert.py byte for byte. Independent of the C++ converter: plain numpy, its own safetensors
-reader.
+reader, its own fp8 decoder (docs/CONVERTER.md §2.3: E4M3FN codes by their definition, times the
+scale of their weight_block_size tile, rounded once to f32), and DeepSeek-V3 / Kimi K2 names read
+under the release's spelling (§1.2).
 
 Usage: trunk_bytes.py CONTAINER CHECKPOINT_DIR
 Prints one line per mismatching tensor and a summary; exit status 0 when every F32, Q8G and Q4G
@@ -23,15 +25,38 @@ QMAX = {Q8G: 127, Q4G: 7}
 QMIN = {Q8G: -127, Q4G: -8}
 
 
-def read_tensor(path, name):
+def e4m3_table():
+    """The 256 E4M3FN codes by definition: bias 7, subnormals at exponent 0, 0x7f/0xff NaN."""
+    out = []
+    for b in range(256):
+        e, m = (b >> 3) & 15, b & 7
+        if e == 15 and m == 7:
+            out.append(float("nan"))
+            continue
+        mag = m / 8.0 * 2.0 ** -6 if e == 0 else (1 + m / 8.0) * 2.0 ** (e - 7)
+        out.append(-mag if b & 0x80 else mag)
+    return np.array(out, dtype=np.float32)
+
+
+def read_raw(path, name):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
         t = header[name]
         a, b = t["data_offsets"]
         f.seek(8 + n + a)
-        raw = f.read(b - a)
+        return t, f.read(b - a)
+
+
+def read_tensor(path, name, fp8=None):
+    """fp8: (scale tensor f32, [bm, bn]) for an F8_E4M3 weight."""
+    t, raw = read_raw(path, name)
     dtype = t["dtype"]
+    if dtype == "F8_E4M3":
+        codes = np.frombuffer(raw, dtype=np.uint8).reshape(t["shape"])
+        scale, (bm, bn) = fp8
+        full = np.repeat(np.repeat(scale, bm, axis=0), bn, axis=1)[:codes.shape[0], :codes.shape[1]]
+        return (e4m3_table()[codes] * full).astype(np.float32)
     if dtype == "F32":
         x = np.frombuffer(raw, dtype="<f4")
     elif dtype == "F16":
@@ -62,8 +87,20 @@ def quantize(x, fmt, group):
     return payload, s.astype("<f2").tobytes()
 
 
+def release_name(name, weight_map):
+    """The release's spelling of a container name: DeepSeek's MoE tensors sit under `mlp.`."""
+    if weight_map is None or name in weight_map:
+        return name
+    for ours, theirs in ((".block_sparse_moe.gate.", ".mlp.gate."),
+                         (".block_sparse_moe.shared_experts.", ".mlp.shared_experts.")):
+        name = name.replace(ours, theirs)
+    return name
+
+
 def main():
     container, src = sys.argv[1], sys.argv[2]
+    config = json.load(open(os.path.join(src, "config.json")))
+    tile = (config.get("quantization_config") or {}).get("weight_block_size")
     manifest = json.load(open(os.path.join(container, "manifest.json")))
     index_path = os.path.join(src, "model.safetensors.index.json")
     if os.path.exists(index_path):
@@ -77,8 +114,14 @@ def main():
         name = e["name"]
         if "vision_tower" in name or "mm_projector" in name:
             continue
-        shard = weight_map[name] if weight_map else "model.safetensors"
-        x = read_tensor(os.path.join(src, shard), name)
+        source = release_name(name, weight_map)
+        shard = weight_map[source] if weight_map else "model.safetensors"
+        fp8 = None
+        if weight_map and source + "_scale_inv" in weight_map:
+            scale = read_tensor(os.path.join(src, weight_map[source + "_scale_inv"]),
+                                source + "_scale_inv")
+            fp8 = (scale, tile)
+        x = read_tensor(os.path.join(src, shard), source, fp8)
         if e["fmt"] == F32:
             want, scales = x.astype("<f4").tobytes(), b""
         elif e["fmt"] in (Q8G, Q4G):
