@@ -28,6 +28,7 @@
 #include "engine/format/container.h"
 #include "engine/format/expert_record.h"
 #include "engine/model/model.h"
+#include "engine/model/model_info.h"
 #include "prompt_templates/specials_file.h"
 #include "tests/synth_checkpoint.h"
 #include "tests/test_util.h"
@@ -589,6 +590,7 @@ void expect_k2_container_matches_reference(const fs::path& out) {
   auto c = Container::open(out);
   EXPECT_EQ(c->manifest().arch, "deepseek-v3");
   EXPECT_EQ(c->config().arch(), Arch::kDeepSeekV3);
+  EXPECT_EQ(summarize(*c, 256, 1).family, "deepseek-v3");  // what `waste info` reports
   EXPECT_EQ(c->config().n_experts, 16);
   EXPECT_EQ(c->config().top_k, 4);
   EXPECT_EQ(c->config().n_shared, 1);
