@@ -26,14 +26,18 @@ void read_fp8(const json::element& q, WeightQuant* w) {
   w->fp8 = {v[0], v[1]};
 }
 
-// compressed-tensors: one config group whose weights are symmetric int4 in groups.
+// compressed-tensors: the config groups stored pack-quantized (the group's own `format`, else the
+// top level's) must hold symmetric int4 weights in groups of one size; other groups are not read.
 void read_pack_quantized(const json::element& q, WeightQuant* w) {
+  const std::string top = json::get_string_opt(q, "format", w->where).value_or("");
   json::element groups = json::get_object(q, "config_groups", w->where);
   int found = 0;
   for (auto g : json::fields(groups)) {
-    std::string at = w->where + ".config_groups." + std::string(g.key) + ".weights";
-    json::element wt =
-        json::get_object(g.value, "weights", w->where + ".config_groups." + std::string(g.key));
+    const std::string group_at = w->where + ".config_groups." + std::string(g.key);
+    if (json::get_string_opt(g.value, "format", group_at).value_or(top) != "pack-quantized")
+      continue;
+    const std::string at = group_at + ".weights";
+    json::element wt = json::get_object(g.value, "weights", group_at);
     if (json::get_int(wt, "num_bits", at, 1, 64) != 4)
       fail("{}.num_bits: only 4-bit pack-quantized weights are read", at);
     if (json::get_string(wt, "type", at) != "int")
@@ -50,7 +54,6 @@ void read_pack_quantized(const json::element& q, WeightQuant* w) {
       fail("{}: config groups with different group sizes are not read", w->where);
     w->int4_group = g_size;
   }
-  if (!found) fail("{}.config_groups: empty", w->where);
 }
 
 }  // namespace
@@ -75,9 +78,7 @@ WeightQuant read_weight_quant(const std::filesystem::path& config) {
   }
   std::string method = json::get_string_opt(q, "quant_method", w.where).value_or("");
   if (method == "fp8") read_fp8(q, &w);
-  if (method == "compressed-tensors" &&
-      json::get_string_opt(q, "format", w.where).value_or("") == "pack-quantized")
-    read_pack_quantized(q, &w);
+  if (method == "compressed-tensors") read_pack_quantized(q, &w);
   return w;
 }
 
