@@ -694,11 +694,22 @@ TEST_F(ConvertTest, K2InstructFp8ConvertsExactlyAndMatchesTheReference) {
   write_checkpoint(d / "src", shape);
   int fp8 = expect_fp8_exact(d / "src", shape.fp8_tile_rows, shape.fp8_tile_cols);
   EXPECT_EQ(fp8, 3 * 16 * 3 + 4 * 5 + 3 + 3 * 3);  // experts, attention, dense, shared
-  ConvertReport r = convert(quick(d / "src", d / "out"));
+  // As `waste download` leaves it: every file verified and listed in .download-state.
+  std::string listed;
+  for (const auto& e : fs::recursive_directory_iterator(d / "src"))
+    if (e.is_regular_file()) listed += fs::relative(e.path(), d / "src").string() + "\n";
+  test::write_file(d / "src" / ".download-state", listed);
+  ConvertOptions o = quick(d / "src", d / "out");
+  o.reclaim = Reclaim::kDry;
+  ConvertReport r = convert(o);
   EXPECT_EQ(r.layers_converted, 3);
+  EXPECT_EQ(r.reclaimed.size(), 3u);  // the MTP-only shard feeds nothing, so nothing spends it
   check_container(d / "out", d / "src");
   expect_trunk_bytes_rederived(d / "out", d / "src");
   expect_k2_container_matches_reference(d / "out");
+  EXPECT_TRUE(test::read_file(d / "out" / "tokenizer.model") ==
+              test::read_file(d / "src" / "tiktoken.model"));
+  EXPECT_TRUE(fs::exists(d / "out" / "specials.json"));
   std::string m = test::read_file(d / "out" / "manifest.json");
   EXPECT_NE(m.find("\"num_experts\":16"), std::string::npos);
   EXPECT_NE(m.find("\"num_experts_per_token\":4"), std::string::npos);

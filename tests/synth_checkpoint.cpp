@@ -273,6 +273,12 @@ void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t se
                                             0);
   (void)sv;
   fs::remove(dir / "specials.json");
+  if (k2) {  // K2's repositories ship the tokenizer as tiktoken.model, beside their Python code
+    fs::rename(dir / "tokenizer.model", dir / "tiktoken.model");
+    write_file(dir / "tokenization_kimi.py", "# the release's tokenizer class (not read)\n");
+    fs::create_directories(dir / "figures");
+    write_file(dir / "figures" / "kimi-logo.png", "not read");
+  }
   write_file(dir / "tokenizer_config.json",
              "{\"added_tokens_decoder\":{\"1001\":{\"content\":\"<|end_of_msg|>\"},"
              "\"1000\":{\"content\":\"<|media_pad|>\"}},\"model_max_length\":"
