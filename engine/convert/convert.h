@@ -24,7 +24,7 @@ struct ConvertOptions {
   std::filesystem::path out;  // the container folder (created; resumed if it holds .convert/)
   int jobs = 0;               // threads; 0 = one per hardware thread
   Reclaim reclaim = Reclaim::kOff;
-  std::string arch = "auto";  // auto | k3 | kimi-linear
+  std::string arch = "auto";  // auto | k3 | kimi-linear | deepseek-v3
   VqRecipe recipe;
   Isa isa = detect_isa();
   bool progress = true;     // a progress line with ETA on stderr
