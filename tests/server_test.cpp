@@ -362,6 +362,7 @@ TEST_F(ServerTest, KimiLinearCallsToolsInK2Format) {
       R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"functions.get_weather:0","content":"sunny"}]}],)" +
           atools + "}");
   EXPECT_EQ(result.status, 200) << result.body;
+}
 
 // Whether a reply thought, on each API: chat's reasoning_content, a Responses reasoning item, a
 // Messages thinking block. `extra` adds the request's thinking fields.
