@@ -101,7 +101,8 @@ const std::vector<ServeOption>& options() {
         {{"--cors", "WASTE_CORS", "cors", "allowed browser origins, comma-separated ('*': any)"},
          [](ServeOptions& o, const std::string& v) { o.cors = option_list(v); }},
         {{"--thinking", "WASTE_THINKING", "thinking",
-          "K3 thinks when a request does not say (default true); false: only when it asks; "
+          "a model with a think channel (K3, K2-Thinking) thinks when a request does not say "
+          "(default true); false: only when it asks; "
           "never: not even then"},
          [](ServeOptions& o, const std::string& v) {
            o.thinking_allowed = v != "never";

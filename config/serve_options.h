@@ -38,8 +38,8 @@ struct ServeOptions {
   int http_threads = 2;
   size_t max_connections = 512;
   std::chrono::seconds shutdown_grace{30};
-  bool thinking = true;                    // K3: thinking when the request does not say
-  bool thinking_allowed = true;            // K3: false keeps thinking off whatever it says
+  bool thinking = true;                    // thinking when the request does not say
+  bool thinking_allowed = true;            // false keeps thinking off whatever it says
   std::string effort = "max";              // K3: thinking effort when the request does not say
   bool allow_remote_images = false;        // fetch http(s) image URLs (the server makes requests)
   bool allow_private_image_hosts = false;  // ... also from loopback, link-local, private hosts

@@ -109,13 +109,13 @@ RenderedPrompt ChatFormat::render(const Conversation& c, const ImagePrompts& ima
       add_point(tokenize_segments(tok_, family_segments(*pre, false, {})));
     add_point(tokenize_segments(tok_, family_segments(c, false, image_prompts)));
   }
-  if (family_ == ChatFamily::kK3) {
-    K3RenderOptions o;
-    o.default_thinking = defaults_.thinking;
-    o.thinking_allowed = defaults_.thinking_allowed;
-    p.thinking = k3_thinking(c, o);
-  }
+  p.thinking = thinking(c);
   return p;
+}
+
+bool ChatFormat::thinking(const Conversation& c) const {
+  const bool channel = family_ == ChatFamily::kK3 || think_tokens_;
+  return channel && thinking_on(c, defaults_.thinking, defaults_.thinking_allowed);
 }
 
 std::unique_ptr<ReplyParser> ChatFormat::parser(bool thinking, uint64_t seed) const {
@@ -131,7 +131,8 @@ std::unique_ptr<ReplyParser> ChatFormat::parser(bool thinking, uint64_t seed) co
 std::shared_ptr<const Grammar> ChatFormat::reply_grammar(const Conversation& c,
                                                          bool thinking) const {
   if (family_ == ChatFamily::kK3) return k3_reply_grammar(c, thinking);
-  if (family_ == ChatFamily::kK2) return k2_reply_grammar(c, {.think_tokens = think_tokens_});
+  if (family_ == ChatFamily::kK2)
+    return k2_reply_grammar(c, {.think_tokens = think_tokens_, .thinking = thinking});
   if (c.response_format.kind == ResponseFormat::Kind::kText) return nullptr;
   // Raw text has no end token of its own, so the reply ends when the value is complete.
   auto g = std::make_shared<Grammar>();
@@ -150,10 +151,11 @@ std::string ChatFormat::image_block(int width, int height) const {
   return k3_image_prompt(width, height);
 }
 
-std::vector<int32_t> ChatFormat::forced_tool_call(const Conversation& c, bool thinking) const {
+std::vector<int32_t> ChatFormat::forced_opening(const Conversation& c, bool thinking) const {
   std::string markup;
   if (family_ == ChatFamily::kK3) markup = k3_forced_opening(c, thinking);
-  if (family_ == ChatFamily::kK2) markup = k2_forced_opening(c, {.think_tokens = think_tokens_});
+  if (family_ == ChatFamily::kK2)
+    markup = k2_forced_opening(c, {.think_tokens = think_tokens_, .thinking = thinking});
   std::vector<int32_t> ids;
   if (!markup.empty())
     for (int id : tok_.encode_markup(markup)) ids.push_back(id);
@@ -162,10 +164,13 @@ std::vector<int32_t> ChatFormat::forced_tool_call(const Conversation& c, bool th
 
 std::vector<int32_t> ChatFormat::call_opening_rest(const Conversation& c, bool thinking,
                                                    std::span<const int32_t> reply) const {
-  if (family_ != ChatFamily::kK3) return {};
+  if (family_ == ChatFamily::kRaw) return {};
   std::string written;
   for (int32_t id : reply) written += tok_.token_bytes(id);
-  std::optional<std::string> rest = k3_call_opening_rest(c, thinking, written);
+  std::optional<std::string> rest =
+      family_ == ChatFamily::kK3
+          ? k3_call_opening_rest(c, thinking, written)
+          : k2_call_opening_rest(c, {.think_tokens = think_tokens_, .thinking = thinking}, written);
   std::vector<int32_t> ids;
   if (rest)
     for (int id : tok_.encode_markup(*rest)) ids.push_back(id);

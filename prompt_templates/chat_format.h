@@ -33,10 +33,10 @@ struct RenderedPrompt {
 };
 
 struct ChatDefaults {
-  bool thinking = true;           // K3: when the request does not say
+  bool thinking = true;           // when the request does not say (a family with a think channel)
   std::string effort = "max";     // K3: when thinking and the request names no effort
   bool generation_prompt = true;  // end the prompt with the assistant's opening
-  bool thinking_allowed = true;   // K3: false keeps thinking off whatever the request says
+  bool thinking_allowed = true;   // false keeps thinking off whatever the request says
 };
 
 class ChatFormat {
@@ -60,6 +60,11 @@ class ChatFormat {
   std::vector<Segment> segments(const Conversation& c,
                                 const ImagePrompts& image_prompts = {}) const;
 
+  // Whether the reply to `c` reasons: the request's switch, else the server's default, and never
+  // where the server forbids it (ChatDefaults::thinking_allowed) or the family has no think
+  // channel (K3 has one; K2 where the vocabulary has <think> and </think>). render() reports it.
+  bool thinking(const Conversation& c) const;
+
   // The parser of the reply to a prompt render() made (`thinking` from it); call ids come from
   // `seed`.
   std::unique_ptr<ReplyParser> parser(bool thinking, uint64_t seed) const;
@@ -67,10 +72,12 @@ class ChatFormat {
   // null when it is free. Throws SchemaError for a schema that cannot be enforced and UsageError
   // for a tool choice the format cannot carry.
   std::shared_ptr<const Grammar> reply_grammar(const Conversation& c, bool thinking) const;
-  // For tool_choice naming a function: the tokens that open that call, which the caller writes
-  // in the model's place so the reply is that call (the reply grammar then covers the rest).
-  // Empty when the request names no function or the format has no tool calls.
-  std::vector<int32_t> forced_tool_call(const Conversation& c, bool thinking) const;
+  // The tokens the caller writes in the model's place before it generates (the reply grammar
+  // then covers the rest): for tool_choice naming a function, the tokens that open that call, so
+  // the reply is that call; on K2 with a think channel (K2-Thinking) and thinking off, that
+  // channel left empty first, since such a model always opens its reply with it. Empty when
+  // neither applies.
+  std::vector<int32_t> forced_opening(const Conversation& c, bool thinking) const;
   // For tool_choice named or required: the ids that finish opening the reply's first call after
   // `reply` (the reply's ids so far), for a reply cut before that call opened. Empty when the
   // call is open already, the reply went elsewhere, it has not yet said which of several tools it

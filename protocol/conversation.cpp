@@ -23,6 +23,10 @@ std::vector<ImagePart> image_parts(const Conversation& c) {
   return out;
 }
 
+bool thinking_on(const Conversation& c, bool by_default, bool allowed) {
+  return allowed && c.thinking.value_or(by_default);
+}
+
 bool has_images(const Conversation& c) {
   return !image_parts(c).empty();
 }

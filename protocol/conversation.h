@@ -89,6 +89,10 @@ struct Conversation {
 // digits, '_', '-' and '.' are allowed (OpenAI's alphabet, plus '.').
 bool is_function_name(std::string_view name);
 
+// Whether the reply reasons, for a family with a think channel: what the request asked, else
+// `by_default`; never where the server forbids it (`allowed` false, `--thinking never`).
+bool thinking_on(const Conversation& c, bool by_default, bool allowed);
+
 // Whether some message has an image part.
 bool has_images(const Conversation& c);
 

@@ -547,6 +547,58 @@ TEST(Constraint, K2NamedCall) {
   EXPECT_THROW(k2_reply_grammar(c, {}), UsageError);
 }
 
+// K2's counterpart of K3CallOpeningRestFinishesTheCallACutLeftUnopened: the rest of the first
+// call's opening after what a cut reply wrote, numbered after the conversation's calls.
+TEST(Constraint, K2CallOpeningRestFinishesTheCallACutLeftUnopened) {
+  Conversation c = k2_tools_request();
+  const std::string section = "<|tool_calls_section_begin|>";
+  const std::string ls = section + "<|tool_call_begin|>functions.ls:1<|tool_call_argument_begin|>";
+  const std::string empty_think = "<think></think>";
+  const K2GrammarOptions think{.think_tokens = true};
+  c.tool_choice = {ToolChoice::Kind::kNamed, "ls", true};
+  EXPECT_EQ(k2_call_opening_rest(c, {}, ""), ls);
+  EXPECT_EQ(k2_call_opening_rest(c, {}, section + "<|tool_call_begin|>functions.l"),
+            "s:1<|tool_call_argument_begin|>");
+  EXPECT_EQ(k2_call_opening_rest(c, think, "<think>"), "</think>" + ls);
+  EXPECT_EQ(k2_call_opening_rest(c, {}, ls), std::nullopt);       // open already: the parser has it
+  EXPECT_EQ(k2_call_opening_rest(c, {}, "hello"), std::nullopt);  // not on the way to the call
+  // The same markup as the forced opening, so the two cannot drift.
+  EXPECT_EQ(k2_call_opening_rest(c, think, ""), k2_forced_opening(c, think));
+  c.tool_choice.kind = ToolChoice::Kind::kRequired;
+  // Which of two tools is not known until the name is.
+  EXPECT_EQ(k2_call_opening_rest(c, {}, section), std::nullopt);
+  EXPECT_EQ(k2_call_opening_rest(c, {}, section + "<|tool_call_begin|>functions.n"),
+            "ow:1<|tool_call_argument_begin|>");
+  // Thinking: what counts is what follows </think>; a reply cut in its reasoning closes it first.
+  c.tools.pop_back();
+  EXPECT_EQ(k2_call_opening_rest(c, think, "<think>some reasoning"), "</think>" + ls);
+  EXPECT_EQ(k2_call_opening_rest(c, think, "<think>some reasoning</think>" + section),
+            "<|tool_call_begin|>functions.ls:1<|tool_call_argument_begin|>");
+  EXPECT_EQ(k2_call_opening_rest(c, think, ""), empty_think + ls);
+  // Thinking off: the empty channel was written in the model's place, the opening follows it.
+  const K2GrammarOptions quiet{.think_tokens = true, .thinking = false};
+  EXPECT_EQ(k2_call_opening_rest(c, quiet, empty_think), ls);
+  c.tool_choice.kind = ToolChoice::Kind::kAuto;
+  EXPECT_EQ(k2_call_opening_rest(c, {}, ""), std::nullopt);  // no call was promised
+}
+
+// Thinking off on a vocabulary with a think channel: the channel is written empty in the
+// model's place and the grammar starts after it, with no reasoning to hold.
+TEST(Constraint, K2ThinkingOffWritesTheThinkChannelEmpty) {
+  Conversation c = k2_tools_request();
+  c.tool_choice.kind = ToolChoice::Kind::kRequired;
+  c.tool_choice.parallel = false;
+  const K2GrammarOptions quiet{.think_tokens = true, .thinking = false};
+  EXPECT_EQ(k2_forced_opening(c, quiet), "<think></think>");
+  EXPECT_EQ(k2_forced_opening(c, {.think_tokens = true}), "");
+  EXPECT_EQ(k2_forced_opening(c, {.thinking = false}), "");  // no channel to write
+  const std::string calls = "<|tool_calls_section_begin|>" + kK2Ls + kK2End;
+  EXPECT_TRUE(k2_grammar_takes(k2_reply_grammar(c, quiet), calls, true));
+  EXPECT_FALSE(k2_grammar_takes(k2_reply_grammar(c, quiet), "<think>plan</think>" + calls, true));
+  c.tool_choice = {ToolChoice::Kind::kNamed, "ls", true};
+  EXPECT_EQ(k2_forced_opening(c, quiet), k2_forced_opening(c, {.think_tokens = true}));
+}
+
 // response_format beside tools under "auto": the value or calls; under "none" the value only.
 TEST(Constraint, K2ResponseFormatWithToolsAllowsTheValueOrCalls) {
   Conversation c = k2_tools_request();

@@ -162,11 +162,38 @@ TEST(K2Template, ForcedOpening) {
   std::vector<int32_t> want{163595, 163597};
   for (TokenId id : tok.encode_text("functions.f:1")) want.push_back(id);
   want.push_back(163598);
-  EXPECT_EQ(format.forced_tool_call(c, false), want);
+  EXPECT_EQ(format.forced_opening(c, false), want);
   const ChatFormat thinking(test::k2_tokenizer(true), std::nullopt, {});
   std::vector<int32_t> think{163606, 163607};
   think.insert(think.end(), want.begin(), want.end());
-  EXPECT_EQ(thinking.forced_tool_call(c, false), think);
+  EXPECT_EQ(thinking.forced_opening(c, false), think);
+}
+
+// Thinking per request where the vocabulary has a think channel (K2-Thinking), by the rule K3
+// follows: the request's switch, else the server's default, never under `--thinking never`.
+// Thinking off writes the channel empty in the model's place. Kimi-Linear has no channel: its
+// replies never think and nothing is written for them.
+TEST(K2Template, ThinkingFollowsTheRequestWhereTheVocabularyHasAThinkChannel) {
+  auto req = [](std::string_view fields) {
+    return parse_chat(R"({"messages":[{"role":"user","content":"u"}])" + std::string(fields) + "}");
+  };
+  const Tokenizer& tok = test::k2_tokenizer(true);
+  const ChatFormat by_default(tok, std::nullopt, {});
+  const ChatFormat off(tok, std::nullopt, {.thinking = false});
+  const ChatFormat never(tok, std::nullopt, {.thinking = false, .thinking_allowed = false});
+  const std::vector<int32_t> empty_channel{163606, 163607};
+  EXPECT_TRUE(by_default.render(req("")).thinking);
+  EXPECT_FALSE(by_default.render(req(R"(,"reasoning_effort":"none")")).thinking);
+  EXPECT_FALSE(off.render(req("")).thinking);
+  EXPECT_TRUE(off.render(req(R"(,"reasoning_effort":"low")")).thinking);
+  EXPECT_FALSE(never.render(req(R"(,"thinking":true)")).thinking);
+  EXPECT_TRUE(by_default.forced_opening(req(""), true).empty());
+  EXPECT_EQ(by_default.forced_opening(req(""), false), empty_channel);
+  // The prompt is the same either way: the reply, not the prompt, opens the channel.
+  EXPECT_EQ(off.render(req("")).ids, by_default.render(req("")).ids);
+  const ChatFormat kimi_linear(test::k2_tokenizer(), std::nullopt, {});
+  EXPECT_FALSE(kimi_linear.render(req(R"(,"thinking":true)")).thinking);
+  EXPECT_TRUE(kimi_linear.forced_opening(req(""), false).empty());
 }
 
 }  // namespace

@@ -635,6 +635,23 @@ TEST(K2Reply, MalformedCalls) {
   EXPECT_EQ(got.content, "");
 }
 
+// A call cut by the token budget ends as K3's does: with the arguments written so far, `{}` when
+// the cut came right after the call opened.
+TEST(K2Reply, ACallCutInItsArgumentsKeepsWhatWasWritten) {
+  K2Reply r(test::k2_tokenizer());
+  r.mark("<|tool_calls_section_begin|>").mark("<|tool_call_begin|>").text("functions.ls:0");
+  r.mark("<|tool_call_argument_begin|>");
+  std::unique_ptr<ReplyParser> opened = k2_parser();
+  EXPECT_EQ(parse_reply(*opened, r.ids()).tool_calls,
+            (std::vector<ParsedToolCall>{{"functions.ls:0", "ls", "{}"}}));
+  r.bytes("{\"dir\": \"sr");
+  std::unique_ptr<ReplyParser> p = k2_parser();
+  const ParsedReply got = parse_reply(*p, r.ids());
+  EXPECT_EQ(got.tool_calls,
+            (std::vector<ParsedToolCall>{{"functions.ls:0", "ls", "{\"dir\": \"sr"}}));
+  EXPECT_FALSE(got.end_of_message);
+}
+
 // <think>…</think> is the think channel where the vocabulary has both as tokens (K2-Thinking);
 // elsewhere the model can only have written them as text, which is content.
 TEST(K2Reply, ThinkChannel) {

@@ -362,6 +362,7 @@ TEST_F(ServerTest, KimiLinearCallsToolsInK2Format) {
       R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"functions.get_weather:0","content":"sunny"}]}],)" +
           atools + "}");
   EXPECT_EQ(result.status, 200) << result.body;
+}
 
 // Whether a reply thought, on each API: chat's reasoning_content, a Responses reasoning item, a
 // Messages thinking block. `extra` adds the request's thinking fields.
@@ -427,10 +428,66 @@ TEST_F(ServerTest, RequestsTurnThinkingOnAndOffUnlessTheServerForbidsIt) {
   }
 }
 
+// A copy of `from` whose vocabulary also has <think> and </think> as special tokens, at
+// K2-Thinking's offsets in the reserved block: a K2 container with a think channel.
+void add_think_tokens(const fs::path& from, const fs::path& to) {
+  fs::copy(from, to, fs::copy_options::recursive);
+  std::string specials = test::read_file(to / "specials.json");
+  const size_t bos = specials.find("\"[BOS]\"");
+  const size_t id_at = specials.rfind("\"id\": ", bos) + 6;
+  const long first = std::stol(specials.substr(id_at, specials.find(',', id_at) - id_at));
+  specials.insert(specials.rfind(']'), fmt::format(R"(, {{"id": {}, "text": "<think>"}}, )"
+                                                   R"({{"id": {}, "text": "</think>"}})",
+                                                   first + 22, first + 23));
+  test::write_file(to / "specials.json", specials);
+}
+
+// The request and `--thinking` decide whether a K2 model with a think channel reasons, by K3's
+// rule. A reply held to a JSON value shows it: thinking, it reasons first (and a random model
+// rarely closes the channel within the budget); not thinking, the channel is written empty and
+// the value follows.
+TEST_F(ServerTest, AK2ThinkChannelFollowsTheRequestUnlessTheServerForbidsIt) {
+  test::TempDir dir;
+  const fs::path k2t = dir / "k2t.waste";
+  add_think_tokens(kl(), k2t);
+  const std::string chat = "/v1/chat/completions", responses = "/v1/responses";
+  const std::string json = R"(,"response_format":{"type":"json_object"})";
+  const std::string text_json = R"(,"text":{"format":{"type":"json_object"}})";
+  {
+    auto d = start({k2t.string(), "--thinking", "false"});
+    EXPECT_FALSE(replied_with_reasoning(d->port(), chat, json));
+    EXPECT_TRUE(replied_with_reasoning(d->port(), chat, json + R"(,"reasoning_effort":"low")"));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), responses, text_json));
+    EXPECT_TRUE(
+        replied_with_reasoning(d->port(), responses, text_json + R"(,"reasoning":{"effort":"low"})"));
+  }
+  {
+    auto d = start({k2t.string()});
+    EXPECT_TRUE(replied_with_reasoning(d->port(), chat, json));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), chat, json + R"(,"thinking":false)"));
+  }
+  {
+    auto d = start({k2t.string(), "--thinking", "never"});
+    EXPECT_FALSE(replied_with_reasoning(d->port(), chat, json + R"(,"thinking":true)"));
+    EXPECT_FALSE(
+        replied_with_reasoning(d->port(), responses, text_json + R"(,"reasoning":{"effort":"high"})"));
+  }
+}
+
+// Tests run on each family: K3 (tiny K3) and Kimi K2's format (tiny Kimi-Linear).
+class ServerFamilyTest : public ServerTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string model() const { return GetParam() == "k3" ? k3() : kl(); }
+};
+
+std::string family_name(const ::testing::TestParamInfo<std::string>& p) {
+  return p.param;
+}
+
 // A forced call (tool_choice naming a function, or "required") cut by the token budget before
 // its opening was complete keeps the call, with the arguments generated so far: none, so `{}`.
-TEST_F(ServerTest, AForcedCallCutBeforeItOpenedKeepsTheCall) {
-  auto d = start({k3(), "--model-name", "k3"});
+TEST_P(ServerFamilyTest, AForcedCallCutBeforeItOpenedKeepsTheCall) {
+  auto d = start({model(), "--model-name", "m"});
   const std::string function =
       R"("name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})";
   const std::string tool = R"({"type":"function",)" + function + "}";
@@ -448,26 +505,34 @@ TEST_F(ServerTest, AForcedCallCutBeforeItOpenedKeepsTheCall) {
       auto output = j["output"].get_array().value();
       ASSERT_GE(output.size(), 1u) << r.body;
       auto call = output.at(output.size() - 1);
-      EXPECT_EQ(str(call["type"]), "function_call");
+      EXPECT_EQ(str(call["type"]), "function_call") << r.body;
       EXPECT_EQ(str(call["name"]), "get_weather");
       EXPECT_EQ(str(call["arguments"]), "{}");
       EXPECT_EQ(str(call["status"]), "incomplete");
       EXPECT_EQ(int64_t(j["usage"]["output_tokens"]), 1);  // the completed opening is not counted
     }
-  // Chat completions, the same promise: the call, finish_reason "length".
+  // Chat completions, the same promise: the call, finish_reason "length". After an earlier call
+  // K2 numbers this one 1.
+  const std::string history =
+      R"([{"role":"user","content":"weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"functions.get_weather:0","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"functions.get_weather:0","content":"sunny"},{"role":"user","content":"and Rome?"}])";
   HttpResponse c = http_request(
       d->port(), "POST", "/v1/chat/completions",
-      R"({"messages":[{"role":"user","content":"weather?"}],"max_tokens":2,"temperature":0,"tools":[{"type":"function","function":{)" +
-          function + R"(}}],"tool_choice":{"type":"function","function":{"name":"get_weather"}}})");
+      R"({"messages":)" + history +
+          R"(,"max_tokens":2,"temperature":0,"tools":[{"type":"function","function":{)" + function +
+          R"(}}],"tool_choice":{"type":"function","function":{"name":"get_weather"}}})");
   ASSERT_EQ(c.status, 200) << c.body;
   auto choice = parse(c.body)["choices"].at(0);
   EXPECT_EQ(str(choice["finish_reason"]), "length");
-  EXPECT_EQ(str(choice["message"]["tool_calls"].at(0)["function"]["name"]), "get_weather");
-  EXPECT_EQ(str(choice["message"]["tool_calls"].at(0)["function"]["arguments"]), "{}");
+  auto made = choice["message"]["tool_calls"].at(0);
+  EXPECT_EQ(str(made["function"]["name"]), "get_weather") << c.body;
+  EXPECT_EQ(str(made["function"]["arguments"]), "{}");
+  if (GetParam() == "k2") {
+    EXPECT_EQ(str(made["id"]), "functions.get_weather:1");
+  }
   // And the Messages API: a tool_use block with empty input, stop_reason "max_tokens".
   HttpResponse m = http_request(
       d->port(), "POST", "/v1/messages",
-      R"({"model":"k3","messages":[{"role":"user","content":"weather?"}],"max_tokens":1,"temperature":0,"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"tool_choice":{"type":"any"}})");
+      R"({"model":"m","messages":[{"role":"user","content":"weather?"}],"max_tokens":1,"temperature":0,"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"tool_choice":{"type":"any"}})");
   ASSERT_EQ(m.status, 200) << m.body;
   auto message = parse(m.body);
   EXPECT_EQ(str(message["stop_reason"]), "max_tokens");
@@ -478,6 +543,8 @@ TEST_F(ServerTest, AForcedCallCutBeforeItOpenedKeepsTheCall) {
   EXPECT_EQ(str(use["name"]), "get_weather");
   EXPECT_EQ(simdjson::minify(use["input"]), "{}");
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, ServerFamilyTest, ::testing::Values("k3", "k2"), family_name);
 
 // The bytes of a choice's content logprobs, concatenated, as text (a byte that is no whole
 // character reads as U+FFFD, as the content spells it).
@@ -804,9 +871,8 @@ TEST_F(ServerTest, EngineFailureMidStreamEndsTheStreamCleanly) {
 
 // The SDK suites run on each family: K3 (tiny K3) and Kimi K2's format (tiny Kimi-Linear). The
 // scripts are told the family for what differs: call ids, images, the think channel.
-class ServerSdkTest : public ServerTest, public ::testing::WithParamInterface<std::string> {
+class ServerSdkTest : public ServerFamilyTest {
  protected:
-  std::string model() const { return GetParam() == "k3" ? k3() : kl(); }
   std::string script(std::string_view name) const {
     return (test::source_dir() / "tests/e2e" / name).string();
   }
@@ -855,8 +921,7 @@ TEST_P(ServerSdkTest, ZodSchemasThroughTheSdksValidate) {
   EXPECT_NE(out.find("structured sdks: ok"), std::string::npos) << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ServerSdkTest, ::testing::Values("k3", "k2"),
-                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(Families, ServerSdkTest, ::testing::Values("k3", "k2"), family_name);
 
 // Node's http client reads HEAD answers on a kept-alive socket (tests/e2e/head_keepalive.mjs): a
 // HEAD's body would be read as the next response's status line (HPE_INVALID_CONSTANT), which broke

@@ -433,7 +433,7 @@ std::vector<ChatMessage> k3_reorder_tool_results(const std::vector<ChatMessage>&
 }
 
 bool k3_thinking(const Conversation& request, const K3RenderOptions& options) {
-  return options.thinking_allowed && request.thinking.value_or(options.default_thinking);
+  return thinking_on(request, options.default_thinking, options.thinking_allowed);
 }
 
 std::string k3_image_prompt(int width, int height) {

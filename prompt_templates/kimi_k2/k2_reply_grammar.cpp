@@ -19,9 +19,10 @@ int special_literal(Grammar& g, std::string_view name) {
   return g.add(std::move(n));
 }
 
-// `<think>` · free reasoning (no special tokens) · `</think>`, where the vocabulary has them.
+// `<think>` · free reasoning (no special tokens) · `</think>`, where the vocabulary has them and
+// the reply reasons (else k2_forced_opening wrote the channel empty).
 std::vector<int> think_channel(Grammar& g, const K2GrammarOptions& o) {
-  if (!o.think_tokens) return {};
+  if (!o.think_tokens || !o.thinking) return {};
   return {special_literal(g, k2::kThinkOpen), free_text(g), special_literal(g, k2::kThinkClose)};
 }
 
@@ -29,6 +30,18 @@ std::vector<int> think_channel(Grammar& g, const K2GrammarOptions& o) {
 // numbered after the conversation's earlier calls as the model numbers them.
 std::string call_opening(const std::string& name, std::size_t index) {
   return std::string(k2::kCallBegin) + k2::call_id(name, index) + std::string(k2::kArgumentBegin);
+}
+
+// `<think></think>`: the think channel left empty, where the vocabulary has one.
+std::string empty_think(const K2GrammarOptions& o) {
+  return o.think_tokens ? std::string(k2::kThinkOpen) + std::string(k2::kThinkClose) : "";
+}
+
+// The reply's first call opened after an empty think channel: what a forced call writes, and
+// what a cut reply's opening is finished to.
+std::string first_call_opening(const Conversation& c, const std::string& name,
+                               const K2GrammarOptions& o) {
+  return empty_think(o) + std::string(k2::kSectionBegin) + call_opening(name, k2_calls_so_far(c));
 }
 
 // What follows the last call's arguments: the call, the section and the turn end.
@@ -102,14 +115,34 @@ std::shared_ptr<const Grammar> k2_reply_grammar(const Conversation& c, const K2G
 }
 
 std::string k2_forced_opening(const Conversation& c, const K2GrammarOptions& o) {
-  if (c.tool_choice.kind != ToolChoice::Kind::kNamed) return "";
+  if (c.tool_choice.kind != ToolChoice::Kind::kNamed) return o.thinking ? "" : empty_think(o);
   if (!is_function_name(c.tool_choice.name))
     fail<UsageError>("tool_choice.function.name: '{}' is not a valid function name",
                      c.tool_choice.name);
-  std::string think =
-      o.think_tokens ? std::string(k2::kThinkOpen) + std::string(k2::kThinkClose) : "";
-  return think + std::string(k2::kSectionBegin) +
-         call_opening(c.tool_choice.name, k2_calls_so_far(c));
+  return first_call_opening(c, c.tool_choice.name, o);
+}
+
+std::optional<std::string> k2_call_opening_rest(const Conversation& c, const K2GrammarOptions& o,
+                                                std::string_view written) {
+  const bool named = c.tool_choice.kind == ToolChoice::Kind::kNamed;
+  if (!named && c.tool_choice.kind != ToolChoice::Kind::kRequired) return std::nullopt;
+  // A required reply may reason first: what counts is what follows `</think>`, read as if the
+  // channel were empty, and a reply cut before it has written only the `<think>`.
+  std::string seen(written);
+  if (!named && o.think_tokens && o.thinking && written.starts_with(k2::kThinkOpen)) {
+    const std::size_t at = written.find(k2::kThinkClose);
+    seen = std::string(k2::kThinkOpen) +
+           std::string(at == std::string_view::npos ? std::string_view() : written.substr(at));
+  }
+  std::optional<std::string> rest;
+  for (const Tool& t : c.tools) {
+    if (named && t.name != c.tool_choice.name) continue;
+    const std::string full = first_call_opening(c, t.name, o);
+    if (seen.size() >= full.size() || !full.starts_with(seen)) continue;
+    if (rest) return std::nullopt;  // several tools still fit: which one is not known
+    rest = full.substr(seen.size());
+  }
+  return rest;
 }
 
 }  // namespace waste

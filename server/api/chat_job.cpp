@@ -124,15 +124,23 @@ Job chat_job(const ServingModel& m, const ServeOptions& opt, const Conversation&
   in.prompt = std::move(rp.ids);
   in.snapshots = rp.snapshots;
   try {
-    in.forced = m.format.forced_tool_call(c, rp.thinking);
+    in.forced = m.format.forced_opening(c, rp.thinking);
   } catch (const UsageError& e) {
     throw ApiError(400, e.what(), "tool_choice");
   }
   in.constraint = reply_constraint(m, c, rp.thinking);
   if (call_required(m, c)) {
-    Conversation calls;  // what the opening depends on, kept for the job's lifetime
+    // What the opening depends on, kept for the job's lifetime: the tools, the choice and the
+    // earlier calls (K2 numbers the next call after them).
+    Conversation calls;
     calls.tools = c.tools;
     calls.tool_choice = c.tool_choice;
+    for (const ChatMessage& msg : c.messages) {
+      if (msg.tool_calls.empty()) continue;
+      ChatMessage& made = calls.messages.emplace_back();
+      made.role = msg.role;
+      made.tool_calls = msg.tool_calls;
+    }
     in.call_opening_rest = [&format = m.format, calls = std::move(calls),
                             thinking = rp.thinking](std::span<const int32_t> reply) {
       return format.call_opening_rest(calls, thinking, reply);

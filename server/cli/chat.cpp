@@ -55,6 +55,8 @@ DecodeInput render(const ChatFormat& format, ChatState& st, bool* thinking) {
   if (!all.empty()) in.images = std::make_shared<PromptImages>(*st.encoder, std::move(all));
   RenderedPrompt p = render_with_images(format, st.conversation, in.images.get());
   in.prompt = std::move(p.ids);
+  // Thinking off on a K2 model with a think channel: the channel is written empty in its place.
+  in.forced = format.forced_opening(st.conversation, p.thinking);
   in.end_ids = format.end_ids();
   *thinking = p.thinking;
   return in;
