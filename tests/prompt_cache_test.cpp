@@ -264,6 +264,29 @@ TEST_P(PromptCacheTest, TheByteBoundIsKeptLeastRecentlyUsedFirst) {
   EXPECT_EQ(tiny->stats().dropped_writes, 1u);
 }
 
+// The memory tier keeps one partial snapshot per prompt: a longer snapshot of the same positions
+// replaces it, a lasting one is never replaced by a partial one, and other prompts' are kept.
+TEST_P(PromptCacheTest, APartialSnapshotLastsUntilALongerOneOfItsPromptArrives) {
+  if (GetParam() == Arch::kK3) GTEST_SKIP() << "the policy does not depend on the model";
+  const std::vector<int32_t> p = prompt(60), other = prompt(60, 1);
+  auto prefix = [&](size_t n) { return std::vector<int32_t>(p.begin(), p.begin() + n); };
+  PrefixCache c(1ull << 30);
+  c.put(prefilled(prefix(10)));
+  c.put(prefilled(prefix(20)), {}, SnapshotKind::kPartial);
+  c.put(prefilled(std::vector<int32_t>(other.begin(), other.begin() + 20)), {},
+        SnapshotKind::kPartial);
+  EXPECT_EQ(c.size(), 3u);
+  c.put(prefilled(prefix(30)), {}, SnapshotKind::kPartial);  // replaces the 20
+  EXPECT_EQ(c.size(), 3u);
+  EXPECT_EQ(c.longest_prefix(prefix(25))->pos(), 10);        // the 10 is lasting
+  c.put(prefilled(prefix(30)));                              // the same positions, lasting now
+  c.put(prefilled(prefix(30)), {}, SnapshotKind::kPartial);  // and a partial copy keeps it so
+  c.put(prefilled(prefix(40)));
+  EXPECT_EQ(c.size(), 4u);  // 10, 30, 40 and the other prompt's partial
+  EXPECT_EQ(c.longest_prefix(prefix(35))->pos(), 30);
+  EXPECT_EQ(c.longest_prefix(other)->pos(), 20);
+}
+
 TEST_P(PromptCacheTest, AReadOnlyOrFullFolderSwitchesTheTierOff) {
   for (bool read_only : {true, false}) {
     SCOPED_TRACE(read_only ? "read-only" : "full");
