@@ -2,7 +2,8 @@
 // restored by the next (a restart) with bit-identical logits, on both architectures; snapshots
 // along a conversation share their latent rows; damaged, truncated, foreign and orphaned files
 // are skipped and deleted; the byte bound is kept; a read-only or full folder switches the tier
-// off; and a writer killed mid-write leaves nothing that is later restored.
+// off; a writer killed mid-write leaves nothing that is later restored; and the memory tier keeps
+// one partial snapshot (a cut prefill's) per prompt.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
