@@ -18,10 +18,14 @@
 namespace waste {
 namespace {
 
-// Records what reaches the sink; cancels once `cancel_after` tokens were chosen (-1: never).
+// Records what reaches the sink; cancels once `cancel_after` tokens were chosen, or once
+// `cancel_after_windows` prefill windows are done (-1: never).
 class RecordingSink final : public ReplySink {
  public:
-  bool cancelled() override { return cancel_after >= 0 && (int)ids.size() >= cancel_after; }
+  bool cancelled() override {
+    return (cancel_after >= 0 && (int)ids.size() >= cancel_after) ||
+           (cancel_after_windows >= 0 && (int)progress.size() >= cancel_after_windows);
+  }
   void prefill_progress(size_t done, size_t total) override { progress.push_back({done, total}); }
   void on_token(int32_t id, const TokenLogprobs* lp) override {
     ids.push_back(id);
@@ -37,6 +41,7 @@ class RecordingSink final : public ReplySink {
   }
 
   int cancel_after = -1;
+  int cancel_after_windows = -1;
   std::vector<int32_t> ids;
   std::vector<TokenLogprobs> reports;
   std::vector<std::pair<int32_t, std::optional<float>>> prompt;
@@ -195,6 +200,78 @@ TEST_F(DecoderTest, CancellationStopsPrefillAndDecodeAndKeepsNoSnapshot) {
   DecodeInput again = input({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 20);
   EXPECT_EQ(run(again, early).finish, Finish::kCancelled);
   EXPECT_TRUE(early.progress.empty());
+}
+
+// What a client that times out during a long first prompt and retries sees: each cancelled try
+// leaves its finished windows in the cache, the retry computes only the rest, the memory tier
+// holds one partial snapshot per prompt (the longest), and the reply is a cold run's, bit for bit.
+TEST_F(DecoderTest, ACancelledPrefillKeepsItsFinishedWindowsForTheRetry) {
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 30; i++) prompt.push_back(1 + (i * 7) % 50);
+  PrefixCache cache(1 << 30);
+  Decoder d(host_->model(), &cache);
+  auto attempt = [&](int windows, std::vector<float>* logits = nullptr) {
+    DecodeInput in = input(prompt, 6);
+    in.snapshots = {6};  // after the "system prompt"
+    RecordingSink sink;
+    sink.cancel_after_windows = windows;
+    Session s = host_->model().new_session(256);
+    DecodeResult r = d.run(s, in, nullptr, sink);
+    if (logits) *logits = d.logits();
+    return std::make_pair(r, sink.progress.empty() ? 0 : sink.progress.back().first);
+  };
+  // Chunk 4: windows end at 4, 6 (the snapshot point), 10, 14, 18, ...
+  auto [first, first_done] = attempt(5);
+  EXPECT_EQ(first.finish, Finish::kCancelled);
+  EXPECT_EQ(first_done, 18u);
+  EXPECT_EQ(cache.size(), 2u);  // the snapshot point and the partial prefill
+  auto [second, second_done] = attempt(2);
+  EXPECT_EQ(second.finish, Finish::kCancelled);
+  EXPECT_EQ(second.cached_tokens, 18);
+  EXPECT_EQ(second_done, 26u);
+  EXPECT_EQ(cache.size(), 2u);  // the longer partial snapshot replaced the shorter one
+  std::vector<float> resumed_logits, cold_logits;
+  auto [third, third_done] = attempt(-1, &resumed_logits);
+  EXPECT_EQ(third.cached_tokens, 26);
+  EXPECT_EQ(third.finish, Finish::kLength);
+  EXPECT_EQ(cache.size(), 2u);  // the reply's end outgrew the partial snapshot
+  DecodeInput cold = input(prompt, 6);
+  RecordingSink c;
+  Decoder fresh(host_->model(), nullptr);
+  Session s = host_->model().new_session(256);
+  EXPECT_EQ(fresh.run(s, cold, nullptr, c).tokens, third.tokens);
+  EXPECT_EQ(fresh.logits(), resumed_logits);
+}
+
+// The disk tier keeps the partial prefill too: a daemon restarted after the cancel resumes there.
+TEST_F(DecoderTest, ACancelledPrefillResumesFromDiskAfterARestart) {
+  test::TempDir root;
+  DiskCacheOptions o;
+  o.root = root.path();
+  o.free_margin = 0;
+  auto tiered = [&] {
+    auto disk = std::make_unique<DiskPrefixCache>(
+        o, [] { return uint64_t{42}; }, [this] { return host_->model().new_session(256); });
+    return std::make_unique<PrefixCache>(1, std::move(disk));  // memory too small to hold any
+  };
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 25; i++) prompt.push_back(3 + (i * 11) % 60);
+  {
+    auto cache = tiered();
+    DecodeInput in = input(prompt, 4);
+    RecordingSink sink;
+    sink.cancel_after_windows = 3;
+    EXPECT_EQ(run(in, sink, cache.get()).finish, Finish::kCancelled);
+  }  // the restart: pending writes are flushed
+  auto cache = tiered();
+  DecodeInput in = input(prompt, 4);
+  RecordingSink sink;
+  DecodeResult r = run(in, sink, cache.get());
+  EXPECT_EQ(r.cached_tokens, 12);  // three windows of 4
+  EXPECT_EQ(cache->disk()->stats().hits, 1u);
+  DecodeInput cold = input(prompt, 4);
+  RecordingSink c;
+  EXPECT_EQ(run(cold, c).tokens, r.tokens);
 }
 
 TEST_F(DecoderTest, SnapshotsAtTheBoundaryAndTheEndAreRestored) {

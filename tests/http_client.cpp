@@ -123,13 +123,18 @@ HttpResponse http_request(int port, const std::string& method, const std::string
 }
 
 std::string http_request_then_hang_up(int port, const std::string& path, const std::string& body,
-                                      size_t bytes) {
+                                      size_t bytes, bool reset, std::chrono::milliseconds wait) {
   int fd = connect_loopback(port);
   send_all(fd, request_text("POST", path, body, {}));
   std::string raw;
   char buf[4096];
   ssize_t n;
   while (raw.size() < bytes && (n = recv(fd, buf, sizeof buf, 0)) > 0) raw.append(buf, (size_t)n);
+  std::this_thread::sleep_for(wait);
+  if (reset) {
+    linger abort{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+  }
   close(fd);
   return raw;
 }

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,9 +25,12 @@ HttpResponse http_request(int port, const std::string& method, const std::string
                           const std::map<std::string, std::string>& headers = {});
 
 // Opens a streaming request and closes the socket after `bytes` bytes of the response arrived
-// (a client that goes away mid-stream). Returns what was read.
+// and `wait` more passed (a client that goes away mid-stream). Returns what was read. With
+// `reset` the close is abortive (a reset, as from a killed process), which the daemon notices at
+// once, not at its next write.
 std::string http_request_then_hang_up(int port, const std::string& path, const std::string& body,
-                                      size_t bytes);
+                                      size_t bytes, bool reset = false,
+                                      std::chrono::milliseconds wait = {});
 
 // Sends `bytes` as they are on a fresh connection (then closes our sending side when
 // `half_close`) and returns everything the server sent until it closed (or `seconds` passed).

@@ -2,7 +2,8 @@
 // restored by the next (a restart) with bit-identical logits, on both architectures; snapshots
 // along a conversation share their latent rows; damaged, truncated, foreign and orphaned files
 // are skipped and deleted; the byte bound is kept; a read-only or full folder switches the tier
-// off; and a writer killed mid-write leaves nothing that is later restored.
+// off; a writer killed mid-write leaves nothing that is later restored; and the memory tier keeps
+// one partial snapshot (a cut prefill's) per prompt.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -265,6 +266,29 @@ TEST_P(PromptCacheTest, TheByteBoundIsKeptLeastRecentlyUsedFirst) {
   auto tiny = open_cache(root.path(), one / 2);
   put(*tiny, prefilled(prompt(40, 9)));
   EXPECT_EQ(tiny->stats().dropped_writes, 1u);
+}
+
+// The memory tier keeps one partial snapshot per prompt: a longer snapshot of the same positions
+// replaces it, a lasting one is never replaced by a partial one, and other prompts' are kept.
+TEST_P(PromptCacheTest, APartialSnapshotLastsUntilALongerOneOfItsPromptArrives) {
+  if (GetParam() == Arch::kK3) GTEST_SKIP() << "the policy does not depend on the model";
+  const std::vector<int32_t> p = prompt(60), other = prompt(60, 1);
+  auto prefix = [&](size_t n) { return std::vector<int32_t>(p.begin(), p.begin() + n); };
+  PrefixCache c(1ull << 30);
+  c.put(prefilled(prefix(10)));
+  c.put(prefilled(prefix(20)), {}, SnapshotKind::kPartial);
+  c.put(prefilled(std::vector<int32_t>(other.begin(), other.begin() + 20)), {},
+        SnapshotKind::kPartial);
+  EXPECT_EQ(c.size(), 3u);
+  c.put(prefilled(prefix(30)), {}, SnapshotKind::kPartial);  // replaces the 20
+  EXPECT_EQ(c.size(), 3u);
+  EXPECT_EQ(c.longest_prefix(prefix(25))->pos(), 10);        // the 10 is lasting
+  c.put(prefilled(prefix(30)));                              // the same positions, lasting now
+  c.put(prefilled(prefix(30)), {}, SnapshotKind::kPartial);  // and a partial copy keeps it so
+  c.put(prefilled(prefix(40)));
+  EXPECT_EQ(c.size(), 4u);  // 10, 30, 40 and the other prompt's partial
+  EXPECT_EQ(c.longest_prefix(prefix(35))->pos(), 30);
+  EXPECT_EQ(c.longest_prefix(other)->pos(), 20);
 }
 
 TEST_P(PromptCacheTest, AReadOnlyOrFullFolderSwitchesTheTierOff) {

@@ -254,6 +254,54 @@ TEST_F(ServerTest, ClientThatHangsUpCancelsItsRequest) {
   EXPECT_EQ(http_request(d->port(), "POST", "/v1/chat/completions", kHello).status, 200);
 }
 
+// A client that times out during a long prefill and retries: the cancelled request left its
+// finished windows in the prompt cache, on disk too, so a retry after a restart computes only the
+// rest, and answers what a cold run does.
+TEST_F(ServerTest, AHungUpPrefillIsResumedByTheRetryEvenAfterARestart) {
+  test::TempDir cache;
+  std::string words;
+  for (int i = 0; i < 1500; i++) words += fmt::format("w{} ", i % 97);
+  auto body = [&](bool stream) {
+    return fmt::format(
+        R"({{"messages":[{{"role":"user","content":"{}"}}],"max_tokens":6,"temperature":0,)"
+        R"("stream":{}}})",
+        words, stream ? "true" : "false");
+  };
+  auto ask = [&](Daemon& d) {
+    HttpResponse r = http_request(d.port(), "POST", "/v1/chat/completions", body(false));
+    EXPECT_EQ(r.status, 200) << r.body;
+    auto j = parse(r.body);
+    return std::make_tuple(int64_t(j["usage"]["prompt_tokens_details"]["cached_tokens"]),
+                           int64_t(j["usage"]["prompt_tokens"]),
+                           std::string(str(j["choices"].at(0)["message"]["content"])));
+  };
+  const std::vector<std::string> args = {kl(), "--chunk", "4", "--prompt-cache-dir",
+                                         cache.path().string()};
+  {
+    auto d = start(args);
+    // Gone a quarter of a second into the prefill (a few hundred tokens; it takes seconds).
+    test::http_request_then_hang_up(d->port(), "/v1/chat/completions", body(true), 1, true,
+                                    std::chrono::milliseconds(250));
+    bool cancelled = false;
+    for (int i = 0; i < 3000 && !cancelled; i++) {
+      cancelled = http_request(d->port(), "GET", "/metrics")
+                      .body.find("waste_requests_cancelled_total 1") != std::string::npos;
+      if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(cancelled) << d->log();
+    EXPECT_EQ(d->terminate(), 0) << d->log();  // the partial snapshot is flushed on the way out
+  }
+  auto d = start(args);
+  auto [cached, prompt, content] = ask(*d);
+  EXPECT_GT(cached, 0) << d->log();
+  EXPECT_LT(cached, prompt);
+  HttpResponse m = http_request(d->port(), "GET", "/metrics");
+  EXPECT_NE(m.body.find("waste_prompt_cache_hits_total{tier=\"disk\"} 1"), std::string::npos)
+      << m.body;
+  auto cold = start({kl(), "--chunk", "4"});
+  EXPECT_EQ(std::get<2>(ask(*cold)), content);
+}
+
 TEST_F(ServerTest, ConcurrentClientsAllGetAnswers) {
   auto d = start({kl()});
   std::vector<int> status(4);

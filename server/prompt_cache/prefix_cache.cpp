@@ -35,7 +35,7 @@ std::optional<Session> PrefixCache::longest_prefix(std::span<const int32_t> prom
     if (std::optional<Session> s = disk_->longest_prefix(want, in_memory)) {
       // The next turn finds it in memory; the disk has it already.
       want.resize((size_t)s->pos());
-      remember(std::make_shared<const Session>(*s), std::move(want));
+      remember(std::make_shared<const Session>(*s), std::move(want), SnapshotKind::kLasting);
       return s;
     }
   std::lock_guard<std::mutex> lock(mu_);
@@ -48,31 +48,39 @@ std::optional<Session> PrefixCache::longest_prefix(std::span<const int32_t> prom
   return *found;
 }
 
-void PrefixCache::put(const Session& s, std::span<const uint64_t> media) {
+void PrefixCache::put(const Session& s, std::span<const uint64_t> media, SnapshotKind kind) {
   if (s.broken || s.tokens.empty()) return;
   if (!disk_ && s.bytes() > max_bytes_) return;  // nowhere to keep it
   std::vector<uint64_t> keys = position_keys(s.tokens, media);
   auto copy = std::make_shared<const Session>(s);  // the one copy both tiers share
   if (disk_) disk_->put(copy, keys);
-  remember(std::move(copy), std::move(keys));
+  remember(std::move(copy), std::move(keys), kind);
 }
 
-void PrefixCache::remember(std::shared_ptr<const Session> copy, std::vector<uint64_t> keys) {
+void PrefixCache::remember(std::shared_ptr<const Session> copy, std::vector<uint64_t> keys,
+                           SnapshotKind kind) {
   const uint64_t need = copy->bytes();
   if (need > max_bytes_) return;
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end(); ++it)
-    if (it->keys == keys) {
-      bytes_ -= it->session->bytes();
-      entries_.erase(it);
-      break;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const auto& k = it->keys;
+    const bool same = k == keys;
+    const bool outgrown = it->kind == SnapshotKind::kPartial && k.size() < keys.size() &&
+                          std::equal(k.begin(), k.end(), keys.begin());
+    if (!same && !outgrown) {
+      ++it;
+      continue;
     }
+    if (same && it->kind == SnapshotKind::kLasting) kind = SnapshotKind::kLasting;
+    bytes_ -= it->session->bytes();
+    it = entries_.erase(it);
+  }
   while (!entries_.empty() && bytes_ + need > max_bytes_) {
     bytes_ -= entries_.back().session->bytes();
     entries_.pop_back();
     stats_.evictions++;
   }
-  entries_.push_front({std::move(copy), std::move(keys)});
+  entries_.push_front({std::move(copy), std::move(keys), kind});
   bytes_ += need;
 }
 

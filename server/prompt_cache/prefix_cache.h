@@ -8,6 +8,11 @@
 // same <|media_pad|> for every image, so its key is a hash of the image (PromptImages::keys).
 // Callers pass `media` keys for the positions they know (a prompt's); a position past them, or
 // every position when none are given, is keyed by its token id.
+//
+// A partial snapshot (a prefill cut short, so that its retry resumes there) lies at no message
+// boundary, so nothing but a longer run of the same prompt can use it: the memory tier keeps it
+// only until a longer snapshot of the same positions arrives, so a request cancelled and retried
+// several times holds one partial snapshot, not one per try.
 #pragma once
 
 #include <atomic>
@@ -29,6 +34,11 @@ struct MemoryCacheStats {
   uint64_t bytes = 0, snapshots = 0;
 };
 
+enum class SnapshotKind {
+  kLasting,  // a message boundary or a reply's end: kept until the byte bound evicts it
+  kPartial,  // a cut prefill: also dropped once a snapshot that extends it is kept
+};
+
 class PrefixCache {
  public:
   explicit PrefixCache(uint64_t max_bytes, std::unique_ptr<DiskPrefixCache> disk = nullptr)
@@ -38,9 +48,10 @@ class PrefixCache {
   // prompt token is always left to compute, since its logits are needed), from either tier.
   std::optional<Session> longest_prefix(std::span<const int32_t> prompt,
                                         std::span<const uint64_t> media = {});
-  // Keeps a copy of `s` in memory (an identical key history replaces the older entry) and
-  // queues the same copy for the disk tier.
-  void put(const Session& s, std::span<const uint64_t> media = {});
+  // Keeps a copy of `s` in memory (an identical key history replaces the older entry, and so
+  // does any shorter partial snapshot it extends) and queues the same copy for the disk tier.
+  void put(const Session& s, std::span<const uint64_t> media = {},
+           SnapshotKind kind = SnapshotKind::kLasting);
 
   size_t size() const;
   uint64_t bytes() const;
@@ -52,10 +63,11 @@ class PrefixCache {
   struct Entry {
     std::shared_ptr<const Session> session;
     std::vector<uint64_t> keys;
+    SnapshotKind kind = SnapshotKind::kLasting;
   };
 
-  // Into the memory tier only (an identical key history replaces the older entry).
-  void remember(std::shared_ptr<const Session> copy, std::vector<uint64_t> keys);
+  // Into the memory tier only (see put() for what it replaces).
+  void remember(std::shared_ptr<const Session> copy, std::vector<uint64_t> keys, SnapshotKind kind);
 
   mutable std::mutex mu_;
   uint64_t max_bytes_;

@@ -95,13 +95,21 @@ bool Decoder::prefill(Session& s, const DecodeInput& in, ReplySink& sink, Decode
   size_t at = (size_t)s.pos();
   for (size_t point : in.snapshots) {
     if (!cache_ || point <= at || point >= p.size()) continue;
-    if (!feed(s, in, at, point, nullptr, sink)) return false;
+    if (!feed(s, in, at, point, nullptr, sink)) return keep_partial(s, keys, at);
     cache_->put(s, keys);
     at = point;
   }
-  if (!feed(s, in, at, p.size(), logits_.data(), sink)) return false;
+  if (!feed(s, in, at, p.size(), logits_.data(), sink)) return keep_partial(s, keys, at);
   r.prefill_seconds = seconds_since(t0);
   return true;
+}
+
+// A prefill cut short keeps what it computed: the session ends at its last finished window, a
+// prefix of the prompt, so the retry of the same request restores it and computes only the rest
+// (a client that times out during a long first prompt gets further on each try).
+bool Decoder::keep_partial(const Session& s, std::span<const uint64_t> media, size_t kept) {
+  if (cache_ && (size_t)s.pos() > kept) cache_->put(s, media, SnapshotKind::kPartial);
+  return false;
 }
 
 bool Decoder::score(Session& s, const DecodeInput& in, ReplySink& sink) {

@@ -1,6 +1,7 @@
 // One generation on the thread that owns the model, the same for the daemon and the CLI:
 // prefill (continuing the caller's session or restoring the longest cached prefix, image
-// positions taking tower rows, a snapshot at the last complete message), then token by token:
+// positions taking tower rows, a snapshot at the last complete message; a prefill cut short leaves
+// a partial snapshot at its last finished window), then token by token:
 // forced tokens first, then sampling within the constraint's mask, each id read by the reply
 // parser, until one of the end rules:
 //   - an end-of-turn id (the family's end-of-message token or eos)     -> Finish::kEnd
@@ -109,6 +110,7 @@ class Decoder {
 
  private:
   bool prefill(Session& s, const DecodeInput& in, ReplySink& sink, DecodeResult& r);
+  bool keep_partial(const Session& s, std::span<const uint64_t> media, size_t kept);
   bool score(Session& s, const DecodeInput& in, ReplySink& sink);
   bool feed(Session& s, const DecodeInput& in, size_t from, size_t to, float* logits,
             ReplySink& sink);
