@@ -163,10 +163,12 @@ using test::reply_event;
 // Blocks open and close as the reply changes channel; a stop string is named in the stop.
 TEST(AnthropicSink, StreamOrderAndStopReasons) {
   auto w = std::make_shared<test::RecordingWriter>();
-  AnthropicSink sink(w, {"msg_1", "k3"}, {true, 10, false, std::chrono::milliseconds(0)});
+  AnthropicSink sink(w, {"msg_1", "k3"}, {true, 10, false});
   using K = ReplyEvent::Kind;
   sink.begin();
-  sink.prefill_progress(1, 2);
+  // Silence (a long prefill) is filled by the connection with Anthropic's ping event.
+  EXPECT_EQ(w->keepalive.event, "ping");
+  EXPECT_EQ(w->keepalive.data, R"({"type":"ping"})");
   sink.on_event(reply_event(K::kReasoning, "r"));
   sink.on_event(reply_event(K::kReasoning, "s"));
   sink.on_event(reply_event(K::kContent, "c"));
@@ -179,7 +181,7 @@ TEST(AnthropicSink, StreamOrderAndStopReasons) {
   sink.end(std::vector{r});
   EXPECT_EQ(w->names(),
             (std::vector<std::string>{
-                "message_start", "ping", "content_block_start", "content_block_delta",
+                "message_start", "content_block_start", "content_block_delta",
                 "content_block_delta", "content_block_stop", "content_block_start",
                 "content_block_delta", "content_block_stop", "content_block_start",
                 "content_block_delta", "content_block_stop", "message_delta", "message_stop"}));
@@ -202,7 +204,7 @@ TEST(AnthropicSink, AToolInputThatIsNotAnObjectBecomesTheEmptyObject) {
   using K = ReplyEvent::Kind;
   for (const char* args : {"[1,2]", "{\"a\":", "7"}) {
     auto w = std::make_shared<test::RecordingWriter>();
-    AnthropicSink sink(w, {"msg_1", "k3"}, {false, 10, false, std::chrono::milliseconds(0)});
+    AnthropicSink sink(w, {"msg_1", "k3"}, {false, 10, false});
     sink.begin();
     sink.on_event(reply_event(K::kToolCallStart));
     sink.on_event(reply_event(K::kToolCallArguments, args));
@@ -220,7 +222,7 @@ TEST(AnthropicSink, AToolInputThatIsNotAnObjectBecomesTheEmptyObject) {
 // display "omitted": the thinking block is there, streamed as a start and a stop, with no text.
 TEST(AnthropicSink, OmittedThinkingKeepsTheBlockWithoutItsText) {
   auto w = std::make_shared<test::RecordingWriter>();
-  AnthropicSinkOptions o{true, 10, true, std::chrono::milliseconds(0)};
+  AnthropicSinkOptions o{true, 10, true};
   AnthropicSink sink(w, {"msg_1", "k3"}, o);
   using K = ReplyEvent::Kind;
   sink.begin();
@@ -245,14 +247,14 @@ TEST(AnthropicSink, OmittedThinkingKeepsTheBlockWithoutItsText) {
 // ends it with an error event.
 TEST(AnthropicSink, FailuresBeforeAndDuringAStream) {
   auto w = std::make_shared<test::RecordingWriter>();
-  AnthropicSink queued(w, {"msg_1", "k3"}, {true, 10, false, std::chrono::milliseconds(0)});
+  AnthropicSink queued(w, {"msg_1", "k3"}, {true, 10, false});
   queued.fail(JobFailure::kShuttingDown, "the server is shutting down");
   ASSERT_EQ(w->calls.size(), 1u);
   EXPECT_TRUE(w->calls[0].starts_with("send 503 application/json ")) << w->calls[0];
   EXPECT_NE(w->calls[0].find(R"("type":"overloaded_error")"), std::string::npos) << w->calls[0];
 
   auto s = std::make_shared<test::RecordingWriter>();
-  AnthropicSink running(s, {"msg_1", "k3"}, {true, 10, false, std::chrono::milliseconds(0)});
+  AnthropicSink running(s, {"msg_1", "k3"}, {true, 10, false});
   running.begin();
   running.fail(JobFailure::kEngineError, "bad record");
   ASSERT_EQ(s->names().back(), "error");

@@ -35,7 +35,8 @@ using Clock = std::chrono::steady_clock;
 namespace bhttp = boost::beast::http;
 using Response = bhttp::response<bhttp::string_body>;
 
-constexpr auto kWait = 5s;  // the most any single read in these tests may take
+constexpr auto kWait = 5s;                  // the most any single read in these tests may take
+const Keepalive kComment{"", "keepalive"};  // OpenAI's streams say this when silent
 
 std::string field(const Response& r, const char* name) {
   auto it = r.find(name);
@@ -268,12 +269,11 @@ class HttpTest : public ::testing::Test {
     });
     s.route("GET", "/sse", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
       spawn([this, w] {
-        w->start_events();
+        w->start_events(kComment);
         for (int i = 0; i < 4; ++i) {
           w->event("{\"n\":" + std::to_string(i) + "}");
           std::this_thread::sleep_for(150ms);
         }
-        w->comment("keep-alive");
         w->event("line1\nline2");
         w->event("[DONE]");
         sse_done_ = true;
@@ -282,7 +282,7 @@ class HttpTest : public ::testing::Test {
     });
     s.route("GET", "/forever", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
       spawn([this, w] {
-        w->start_events();
+        w->start_events(kComment);
         for (int i = 0; i < 2000; ++i) {  // 20 s at most
           if (!w->event("tick " + std::to_string(i))) break;
           std::this_thread::sleep_for(10ms);
@@ -294,7 +294,7 @@ class HttpTest : public ::testing::Test {
     });
     s.route("GET", "/big", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
       spawn([this, w] {
-        w->start_events();
+        w->start_events(kComment);
         const std::string pad(kBigEvent - 6, 'x');
         for (int i = 0; i < kBigEvents; ++i) {
           char num[8];
@@ -313,7 +313,7 @@ class HttpTest : public ::testing::Test {
     // Ticks until released (10 s at most), then ends: a stream that must arrive whole.
     s.route("GET", "/ticks", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
       spawn([this, w] {
-        w->start_events();
+        w->start_events(kComment);
         for (int i = 0; i < 1000 && !release_; ++i) {
           if (!w->event("tick " + std::to_string(i))) break;
           std::this_thread::sleep_for(10ms);
@@ -337,6 +337,27 @@ class HttpTest : public ::testing::Test {
         w->send(200, "text/plain", body);
       });
     });
+    // One event, then silence for `quiet_`, then another: the keepalive fills the gap.
+    s.route("GET", "/quiet", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
+      spawn([this, w] {
+        w->start_events({"ping", R"({"type":"ping"})"});
+        w->named_event("message", "first");
+        std::this_thread::sleep_for(quiet_);
+        w->named_event("message", "second");
+        w->finish();
+      });
+    });
+    // Multi-line events with short, uneven pauses: keepalives land between them.
+    s.route("GET", "/chatty", [this](const Request&, std::shared_ptr<ResponseWriter> w) {
+      spawn([w] {
+        w->start_events(kComment);
+        for (int i = 0; i < kChattyEvents; ++i) {
+          w->event(chatty_event(i));
+          std::this_thread::sleep_for(std::chrono::microseconds(700 * (i % 4)));
+        }
+        w->finish();
+      });
+    });
     s.route("GET", "/silent", [](const Request&, std::shared_ptr<ResponseWriter>) {});
     s.route("GET", "/throw", [](const Request&, std::shared_ptr<ResponseWriter>) {
       throw std::runtime_error("boom");
@@ -358,6 +379,11 @@ class HttpTest : public ::testing::Test {
     return held_.at(i);
   }
 
+  static std::string chatty_event(int i) {
+    return std::to_string(i) + "\n" + std::string(3000, 'a' + i % 26) + "\n" + std::to_string(i);
+  }
+
+  static constexpr int kChattyEvents = 300;
   static constexpr int kBigEvents = 640;
   static constexpr size_t kBigEvent = 64 * 1024;
 
@@ -367,6 +393,7 @@ class HttpTest : public ::testing::Test {
   std::vector<std::thread> workers_;
   std::vector<std::shared_ptr<ResponseWriter>> held_;  // by /hold, in arrival order
   std::atomic<bool> release_{false};                   // ends /ticks
+  std::chrono::milliseconds quiet_{0};                 // /quiet's silence
   std::atomic<bool> sse_done_{false};
   std::atomic<bool> producer_done_{false};
   std::atomic<bool> saw_closed_{false};
@@ -683,7 +710,7 @@ TEST_F(HttpTest, CorsWildcardEchoesAnyOrigin) {
   EXPECT_EQ(field(*r, "Access-Control-Allow-Origin"), "http://localhost:3000");
 }
 
-TEST_F(HttpTest, SseEventsArriveIncrementallyThenKeepAlive) {
+TEST_F(HttpTest, SseEventsArriveIncrementally) {
   start();
   Client c(port_);
   ASSERT_TRUE(c.send("GET /sse HTTP/1.1\r\nHost: x\r\n\r\n"));
@@ -698,7 +725,6 @@ TEST_F(HttpTest, SseEventsArriveIncrementallyThenKeepAlive) {
   EXPECT_FALSE(sse_done_);
   ASSERT_TRUE(c.read_until("data: [DONE]\n\n"));
   ASSERT_TRUE(c.read_until("\r\n0\r\n\r\n"));
-  EXPECT_NE(c.buf.find(": keep-alive\n\n"), std::string::npos);
   EXPECT_NE(c.buf.find("data: line1\ndata: line2\n\n"), std::string::npos);
   c.buf.clear();
   // The same connection serves the next request.
@@ -754,7 +780,7 @@ TEST_F(HttpTest, ClosedTurnsTrueWhileTheHandlerIsSilent) {
   c.close();
   EXPECT_TRUE(eventually([&] { return w->closed(); }, 2s));
   EXPECT_FALSE(w->send(200, "text/plain", "late"));
-  EXPECT_FALSE(w->start_events());
+  EXPECT_FALSE(w->start_events(kComment));
   std::lock_guard lk(mutex_);
   held_.clear();
 }
@@ -897,6 +923,142 @@ TEST_F(HttpTest, StopWithOnlyIdleConnectionsIsQuick) {
   EXPECT_TRUE(b.wait_closed(1s));
   Client late(port_);
   EXPECT_FALSE(late.connected() && late.request("GET", "/health").has_value());
+}
+
+// ---- keepalives on silent event streams ------------------------------------------------
+
+// The blocks of an SSE body, each without its blank line; false if the body does not end with
+// one (a block cut short).
+bool sse_blocks(const std::string& body, std::vector<std::string>* out) {
+  size_t at = 0;
+  for (size_t end; (end = body.find("\n\n", at)) != std::string::npos; at = end + 2)
+    out->push_back(body.substr(at, end - at));
+  return at == body.size();
+}
+
+size_t count(const std::string& s, std::string_view needle) {
+  size_t n = 0;
+  for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + 1)) n++;
+  return n;
+}
+
+// A producer that is silent (a prefill chunk that takes an hour) still has its stream say the
+// keepalive at the interval, from the connection's timer; once it writes again they stop.
+TEST_F(HttpTest, ASilentStreamSaysItsKeepaliveAtTheInterval) {
+  Options o = options();
+  o.keepalive = 250ms;
+  start(std::move(o));
+  quiet_ = 1300ms;
+  const std::string ping = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /quiet HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(c.read_until("data: first\n\n"));
+  std::vector<Clock::time_point> at = {Clock::now()};
+  while (c.buf.find("data: second\n\n") == std::string::npos) {
+    const size_t before = count(c.buf, ping);
+    ASSERT_TRUE(c.recv_some(Clock::now() + kWait));
+    for (size_t n = count(c.buf, ping); n > before; n--) at.push_back(Clock::now());
+  }
+  ASSERT_TRUE(c.read_until("\r\n0\r\n\r\n"));
+  const size_t pings = at.size() - 1;
+  EXPECT_GE(pings, 4u);  // at 250, 500, 750, 1000 and 1250 ms, timers allowing
+  EXPECT_LE(pings, 5u);
+  for (size_t i = 1; i < at.size(); i++) {
+    EXPECT_GE(at[i] - at[i - 1], 125ms) << "keepalive " << i;
+    EXPECT_LE(at[i] - at[i - 1], 750ms) << "keepalive " << i;
+  }
+  // Whole blocks: the events, with the pings between them, and nothing after the last event.
+  auto r = c.read_one(Clock::now() + kWait);
+  ASSERT_TRUE(r);
+  std::vector<std::string> blocks;
+  ASSERT_TRUE(sse_blocks(r->body(), &blocks)) << r->body();
+  ASSERT_EQ(blocks.size(), pings + 2);
+  EXPECT_EQ(blocks.front(), "event: message\ndata: first");
+  EXPECT_EQ(blocks.back(), "event: message\ndata: second");
+  for (size_t i = 1; i + 1 < blocks.size(); i++)
+    EXPECT_EQ(blocks[i], "event: ping\ndata: {\"type\":\"ping\"}");
+}
+
+// However often the keepalive is due, it goes out between two events, never inside one.
+TEST_F(HttpTest, KeepalivesNeverLandInsideAnEvent) {
+  Options o = options();
+  o.keepalive = 1ms;
+  start(std::move(o));
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /chatty HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto r = c.read_response(20s);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->chunked());
+  std::vector<std::string> blocks;
+  ASSERT_TRUE(sse_blocks(r->body(), &blocks));
+  int next = 0, keepalives = 0;
+  for (const std::string& b : blocks) {
+    if (b == ": keepalive") {
+      keepalives++;
+      continue;
+    }
+    ASSERT_LT(next, kChattyEvents);
+    std::string want;
+    const std::string event = chatty_event(next++);
+    for (size_t at = 0, end = 0; end != std::string::npos; at = end + 1) {
+      end = event.find('\n', at);
+      want += (want.empty() ? "" : "\n") + std::string("data: ") + event.substr(at, end - at);
+    }
+    ASSERT_EQ(b, want) << "event " << next - 1;
+  }
+  EXPECT_EQ(next, kChattyEvents);
+  EXPECT_GT(keepalives, 0);
+}
+
+// A plain response, however long its handler takes, is the response alone; so is a HEAD of a
+// stream.
+TEST_F(HttpTest, PlainResponsesGetNoKeepalive) {
+  Options o = options();
+  o.keepalive = 50ms;
+  start(std::move(o));
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return held_count() == 1; }));
+  std::this_thread::sleep_for(400ms);
+  held(0)->send(200, "text/plain", "done");
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "done");
+  EXPECT_EQ(c.interim, 0);
+  EXPECT_TRUE(c.buf.empty()) << c.buf;
+
+  quiet_ = 400ms;
+  Client h(port_);
+  ASSERT_TRUE(h.send("HEAD /quiet HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(h.read_until("\r\n\r\n"));
+  std::this_thread::sleep_for(600ms);  // the stream ended meanwhile
+  h.recv_some(Clock::now() + 100ms);
+  EXPECT_EQ(h.buf.find("ping"), std::string::npos) << h.buf;
+  EXPECT_EQ(h.buf.size(), h.buf.find("\r\n\r\n") + 4) << h.buf;
+  std::lock_guard lk(mutex_);
+  held_.clear();
+}
+
+// A client that closes its socket while the stream is silent sends a FIN, which says no more than
+// "no more requests"; the keepalive's write is what finds it gone (the kernel answers it with a
+// reset), within an interval, so the producer learns of it before it next writes.
+TEST_F(HttpTest, AKeepaliveWriteFindsAClientThatLeftASilentStream) {
+  Options o = options();
+  o.keepalive = 200ms;
+  start(std::move(o));
+  Client c(port_);
+  ASSERT_TRUE(c.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return held_count() == 1; }));
+  std::shared_ptr<ResponseWriter> w = held(0);
+  ASSERT_TRUE(w->start_events(kComment));
+  ASSERT_TRUE(c.read_until("\r\n\r\n"));
+  c.close();
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(eventually([&] { return w->closed(); }, 3s));
+  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_FALSE(w->event("late"));
+  std::lock_guard lk(mutex_);
+  held_.clear();
 }
 
 // ---- keep-alive, pipelining and half-closes ----------------------------------------------

@@ -15,7 +15,8 @@
 namespace waste::test {
 
 // Every call as one line: "send 200 application/json BODY", "start", "event DATA",
-// "event:NAME DATA", "comment TEXT", "finish"; named events also as (name, data) pairs.
+// "event:NAME DATA", "finish"; named events also as (name, data) pairs, and the stream's
+// keepalive as it was declared.
 class RecordingWriter final : public http::ResponseWriter {
  public:
   bool send(int status, const std::string& type, std::string body,
@@ -23,8 +24,9 @@ class RecordingWriter final : public http::ResponseWriter {
     calls.push_back(fmt::format("send {} {} {}", status, type, body));
     return true;
   }
-  bool start_events() override {
+  bool start_events(http::Keepalive k) override {
     calls.push_back("start");
+    keepalive = std::move(k);
     return true;
   }
   bool event(const std::string& data) override {
@@ -34,10 +36,6 @@ class RecordingWriter final : public http::ResponseWriter {
   bool named_event(const std::string& name, const std::string& data) override {
     calls.push_back("event:" + name + " " + data);
     named.push_back({name, data});
-    return true;
-  }
-  bool comment(const std::string& text) override {
-    calls.push_back("comment " + text);
     return true;
   }
   void finish() override { calls.push_back("finish"); }
@@ -52,6 +50,7 @@ class RecordingWriter final : public http::ResponseWriter {
 
   std::vector<std::string> calls;
   std::vector<std::pair<std::string, std::string>> named;
+  http::Keepalive keepalive;
   bool gone = false;
 };
 

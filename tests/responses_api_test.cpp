@@ -302,21 +302,15 @@ TEST(ResponsesSink, ACutCallIsIncompleteWithItsArguments) {
   EXPECT_EQ(std::string_view(e["output"].at(1)["arguments"]), R"({"city": "Par"})");
 }
 
-// A long prefill keeps the stream alive with SSE comments (a typed event would shift
-// sequence_number), once begun and after the keepalive's silence only.
-TEST(ResponsesSink, APrefillKeepsTheStreamAliveWithComments) {
+// A silent stream (a long prefill) is kept alive with an SSE comment: a typed event would take a
+// sequence_number. The connection writes it (tests/http_test.cpp); the sink says what it is.
+TEST(ResponsesSink, StreamsAreKeptAliveWithAComment) {
   auto w = std::make_shared<test::RecordingWriter>();
-  ResponsesSink eager(w, ResponseObject{}, true, std::chrono::milliseconds(0));
-  eager.prefill_progress(1, 10);  // not begun: nothing is written yet
-  EXPECT_TRUE(w->calls.empty());
-  eager.begin();
-  eager.prefill_progress(1, 10);
-  EXPECT_EQ(w->calls.back(), "comment prefill in progress");
-  ResponsesSink patient(w, ResponseObject{}, true, std::chrono::hours(1));
-  patient.begin();
-  const size_t before = w->calls.size();
-  patient.prefill_progress(1, 10);
-  EXPECT_EQ(w->calls.size(), before);
+  ResponsesSink sink(w, ResponseObject{}, true);
+  sink.begin();
+  EXPECT_EQ(w->calls.at(0), "start");
+  EXPECT_EQ(w->keepalive.event, "");  // a comment, not an event
+  EXPECT_EQ(w->keepalive.data, "keepalive");
 }
 
 // A job that never began is an error body with the failure's status and code; one cut during its

@@ -1,6 +1,5 @@
 #include "server/api/anthropic_sink.h"
 
-#include "engine/base/stopwatch.h"
 #include "protocol/api_error.h"
 #include "protocol/json/json_reader.h"
 #include "server/api/job_failure.h"
@@ -46,28 +45,19 @@ StopOut anthropic_stop(const DecodeResult& r, bool has_tool_calls) {
 
 AnthropicSink::AnthropicSink(std::shared_ptr<http::ResponseWriter> out, AnthropicHeader header,
                              AnthropicSinkOptions options)
-    : out_(std::move(out)),
-      header_(std::move(header)),
-      opt_(options),
-      last_write_(SteadyClock::now()) {}
+    : out_(std::move(out)), header_(std::move(header)), opt_(options) {}
 
 void AnthropicSink::write(const char* name, const std::string& data) {
-  last_write_ = SteadyClock::now();
   out_->named_event(name, data);
 }
 
 void AnthropicSink::begin() {
   if (!opt_.stream) return;
-  out_->start_events();
+  out_->start_events({"ping", ping_json()});
   started_ = true;
   AnthropicUsage u;
   u.input_tokens = opt_.prompt_tokens;
   write("message_start", message_start_json(header_, u));
-}
-
-void AnthropicSink::prefill_progress(size_t, size_t) {
-  if (!started_ || SteadyClock::now() - last_write_ < opt_.keepalive) return;
-  write("ping", ping_json());
 }
 
 void AnthropicSink::start_block(ContentBlockOut b) {

@@ -1,10 +1,10 @@
 // A generation's output in Anthropic's Messages shapes: one message body, or the named event
 // stream (message_start, each content block's start, deltas and stop, message_delta,
-// message_stop), with ping events through a long prefill. Reasoning becomes a thinking block,
+// message_stop), with a ping event whenever
+// it falls silent (a long prefill: see http::Keepalive). Reasoning becomes a thinking block,
 // content a text block, each tool call a tool_use block whose input streams as JSON pieces.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +19,6 @@ struct AnthropicSinkOptions {
   bool stream = false;
   int64_t prompt_tokens = 0;   // for message_start, before the prefill says what was cached
   bool omit_thinking = false;  // a thinking block is opened and closed, its text left out
-  std::chrono::milliseconds keepalive{5000};  // ping interval while nothing is written
 };
 
 class AnthropicSink final : public JobSink {
@@ -28,7 +27,6 @@ class AnthropicSink final : public JobSink {
                 AnthropicSinkOptions options);
 
   bool cancelled() override { return out_->closed(); }
-  void prefill_progress(size_t done, size_t total) override;
   void on_event(const ReplyEvent& e) override;
   void begin() override;
   void end(std::span<const DecodeResult> replies) override;
@@ -46,7 +44,6 @@ class AnthropicSink final : public JobSink {
   bool started_ = false;  // the event stream is open
   std::vector<ContentBlockOut> blocks_;
   bool open_ = false;  // blocks_.back() is still receiving
-  std::chrono::steady_clock::time_point last_write_;
 };
 
 // Anthropic's stop_reason for a finished reply.

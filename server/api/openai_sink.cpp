@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "engine/base/stopwatch.h"
 #include "protocol/openai/error.h"
 #include "server/api/job_failure.h"
 
@@ -20,6 +19,10 @@ int64_t code_points(const std::string& text) {
 
 }  // namespace
 
+http::Keepalive openai_keepalive() {
+  return {"", "keepalive"};
+}
+
 std::string openai_finish_reason(Finish f, bool has_tool_calls, bool legacy) {
   if (f == Finish::kLength) return "length";
   if (!has_tool_calls) return "stop";
@@ -28,17 +31,13 @@ std::string openai_finish_reason(Finish f, bool has_tool_calls, bool legacy) {
 
 OpenAiSink::OpenAiSink(std::shared_ptr<http::ResponseWriter> out, ResponseHeader header,
                        OpenAiSinkOptions options)
-    : out_(std::move(out)),
-      header_(std::move(header)),
-      opt_(std::move(options)),
-      choices_(1),
-      last_write_(SteadyClock::now()) {
+    : out_(std::move(out)), header_(std::move(header)), opt_(std::move(options)), choices_(1) {
   choices_[0].message.legacy_function_call = opt_.legacy_functions;
 }
 
 void OpenAiSink::begin() {
   if (!opt_.stream) return;
-  out_->start_events();
+  out_->start_events(openai_keepalive());
   started_ = true;
   if (opt_.chat) {
     ChatDelta d;
@@ -58,12 +57,6 @@ void OpenAiSink::begin_choice(size_t index) {
     d.role = true;
     write_chunk(d);
   }
-}
-
-void OpenAiSink::prefill_progress(size_t, size_t) {
-  if (!started_ || SteadyClock::now() - last_write_ < opt_.keepalive) return;
-  last_write_ = SteadyClock::now();
-  out_->comment("prefill in progress");
 }
 
 // JSON has no -inf: an impossible token is written as OpenAI writes one, -9999.
@@ -106,7 +99,6 @@ std::optional<std::vector<TokenLogprobOut>> OpenAiSink::take_pending() {
 }
 
 void OpenAiSink::write_chunk(ChatDelta d) {
-  last_write_ = SteadyClock::now();
   d.index = (int)choices_.size() - 1;
   d.legacy_function_call = opt_.legacy_functions;
   out_->event(chat_chunk_json(header_, d));

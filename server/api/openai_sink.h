@@ -1,10 +1,9 @@
 // A generation's output in OpenAI's shapes: chat.completion (one body) or chat.completion.chunk
 // events, text_completion likewise, with one choice per reply (`n`) and log-probabilities when
-// asked. Streams begin when the worker takes the job, stay alive with SSE comments through a long
-// prefill, and end with [DONE].
+// asked. Streams begin when the worker takes the job, say an SSE comment whenever they fall silent
+// (a long prefill: see http::Keepalive), and end with [DONE].
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,7 +21,6 @@ struct OpenAiSinkOptions {
   bool stream = false;
   bool include_usage = false;
   bool legacy_functions = false;  // the request used `functions`: answer with `function_call`
-  std::chrono::milliseconds keepalive{5000};  // SSE comment interval while nothing is written
   // Log-probabilities are reported (the tokenizer spells the ids); null: none.
   const Tokenizer* logprobs = nullptr;
   // Completions with `echo`: the prompt's text, written before each choice's reply.
@@ -35,7 +33,6 @@ class OpenAiSink final : public JobSink {
              OpenAiSinkOptions options);
 
   bool cancelled() override { return out_->closed(); }
-  void prefill_progress(size_t done, size_t total) override;
   void on_prompt_token(int32_t id, const TokenLogprobs* logprobs) override;
   void on_token(int32_t id, const TokenLogprobs* logprobs) override;
   void on_event(const ReplyEvent& e) override;
@@ -68,8 +65,11 @@ class OpenAiSink final : public JobSink {
   std::vector<TokenLogprobOut> pending_;
   std::vector<TokenLogprobOut> prompt_logprobs_;  // echo: the prompt's tokens
   int64_t text_offset_ = 0;                       // code points written in this choice's text
-  std::chrono::steady_clock::time_point last_write_;
 };
+
+// What OpenAI's streams (chat, completions, Responses) say when silent: an SSE comment, which
+// every client skips; a typed Responses event would take a sequence_number.
+http::Keepalive openai_keepalive();
 
 // OpenAI's finish_reason for a finished reply: "stop" (or "tool_calls" when the reply called
 // tools, "function_call" when a `legacy` functions request did) for an end token or a stop

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "engine/base/stopwatch.h"
 #include "protocol/openai/error.h"
 #include "server/api/job_failure.h"
+#include "server/api/openai_sink.h"
 
 namespace waste {
 
@@ -20,30 +20,19 @@ const char* prefix(Kind k) {
 }  // namespace
 
 ResponsesSink::ResponsesSink(std::shared_ptr<http::ResponseWriter> out, ResponseObject header,
-                             bool stream, std::chrono::milliseconds keepalive)
-    : out_(std::move(out)),
-      r_(std::move(header)),
-      stream_(stream),
-      keepalive_(keepalive),
-      last_write_(SteadyClock::now()) {}
+                             bool stream)
+    : out_(std::move(out)), r_(std::move(header)), stream_(stream) {}
 
 void ResponsesSink::write(const char* type, const std::string& data) {
-  last_write_ = SteadyClock::now();
   out_->named_event(type, data);
 }
 
 void ResponsesSink::begin() {
   if (!stream_) return;
-  out_->start_events();
+  out_->start_events(openai_keepalive());
   started_ = true;
   write("response.created", response_event("response.created", next_seq(), r_));
   write("response.in_progress", response_event("response.in_progress", next_seq(), r_));
-}
-
-void ResponsesSink::prefill_progress(size_t, size_t) {
-  if (!started_ || SteadyClock::now() - last_write_ < keepalive_) return;
-  last_write_ = SteadyClock::now();
-  out_->comment("prefill in progress");
 }
 
 void ResponsesSink::open_item(OutputItem item) {

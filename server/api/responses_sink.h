@@ -5,7 +5,6 @@
 // output_text part, each tool call a function_call item.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <string>
 
@@ -17,11 +16,9 @@ namespace waste {
 
 class ResponsesSink final : public JobSink {
  public:
-  ResponsesSink(std::shared_ptr<http::ResponseWriter> out, ResponseObject header, bool stream,
-                std::chrono::milliseconds keepalive = std::chrono::milliseconds(5000));
+  ResponsesSink(std::shared_ptr<http::ResponseWriter> out, ResponseObject header, bool stream);
 
   bool cancelled() override { return out_->closed(); }
-  void prefill_progress(size_t done, size_t total) override;
   void on_event(const ReplyEvent& e) override;
   void on_token(int32_t, const TokenLogprobs*) override { unread_tokens_++; }
   void begin() override;
@@ -39,7 +36,6 @@ class ResponsesSink final : public JobSink {
   std::shared_ptr<http::ResponseWriter> out_;
   ResponseObject r_;
   bool stream_;
-  std::chrono::milliseconds keepalive_;
   bool started_ = false;
   // r_.output.back() is not finished yet: it may still receive text, and the item open when the
   // reply ends is the one a cut left incomplete, so only the next item or end() closes it.
@@ -48,7 +44,6 @@ class ResponsesSink final : public JobSink {
   size_t ids_ = 0;             // output items numbered so far, for their ids
   int64_t unread_tokens_ = 0;  // tokens chosen since the last event
   int64_t reasoning_tokens_ = 0;
-  std::chrono::steady_clock::time_point last_write_;
 };
 
 }  // namespace waste

@@ -100,6 +100,14 @@ std::string sse_text(std::string_view prefix, std::string_view data) {
   return out;
 }
 
+std::string named_sse_text(std::string_view name, std::string_view data) {
+  return fmt::format("event: {}\n{}", name, sse_text("data: ", data));
+}
+
+std::string keepalive_text(const Keepalive& k) {
+  return k.event.empty() ? sse_text(": ", k.data) : named_sse_text(k.event, k.data);
+}
+
 std::string chunk(std::string_view payload) {
   return fmt::format("{:x}\r\n{}\r\n", payload.size(), payload);
 }
@@ -200,17 +208,18 @@ class Writer final : public ResponseWriter {
                   });
   }
 
-  bool start_events() override {
-    return submit(
-        State::kNone, State::kStreaming, 0,
-        [](Connection& c, const std::shared_ptr<Exchange>& ex) { c.on_events_start(ex); });
+  bool start_events(Keepalive keepalive) override {
+    return submit(State::kNone, State::kStreaming, 0,
+                  [k = keepalive_text(keepalive)](Connection& c,
+                                                  const std::shared_ptr<Exchange>& ex) mutable {
+                    c.on_events_start(ex, std::move(k));
+                  });
   }
 
   bool event(const std::string& data) override { return stream_text(sse_text("data: ", data)); }
   bool named_event(const std::string& name, const std::string& data) override {
-    return stream_text("event: " + name + "\n" + sse_text("data: ", data));
+    return stream_text(named_sse_text(name, data));
   }
-  bool comment(const std::string& text) override { return stream_text(sse_text(": ", text)); }
 
   void finish() override {
     submit(State::kStreaming, State::kDone, 0,
@@ -289,7 +298,8 @@ Connection::Connection(tcp::socket socket, std::shared_ptr<ServerShared> shared)
       socket_(std::move(socket)),
       read_timer_(socket_.get_executor()),
       write_timer_(socket_.get_executor()),
-      probe_timer_(socket_.get_executor()) {
+      probe_timer_(socket_.get_executor()),
+      keepalive_timer_(socket_.get_executor()) {
   beast::error_code ec;
   const tcp::endpoint ep = socket_.remote_endpoint(ec);
   remote_ = ec ? std::string("?") : endpoint_string(ep);
@@ -700,7 +710,7 @@ void Connection::on_response(const std::shared_ptr<Exchange>& ex, PlainResponse 
   enqueue(Out(std::move(r.body), ex, credit, true));
 }
 
-void Connection::on_events_start(const std::shared_ptr<Exchange>& ex) {
+void Connection::on_events_start(const std::shared_ptr<Exchange>& ex, std::string keepalive) {
   if (!current(ex)) return;
   status_ = 200;
   started_response_ = true;
@@ -714,16 +724,42 @@ void Connection::on_events_start(const std::shared_ptr<Exchange>& ex) {
   if (!keep_alive_) h += "Connection: close\r\n";
   h += "\r\n";
   enqueue(Out(std::move(h)));
+  last_event_ = std::chrono::steady_clock::now();
+  if (head_ || shared_->opt.keepalive.count() <= 0) return;
+  keepalive_ = std::move(keepalive);
+  wait_keepalive(++stream_);
+}
+
+// The keepalive runs on the connection's strand, like every event, so it is queued between two
+// events and never inside one; it needs no thread of its own, only this timer.
+void Connection::wait_keepalive(uint64_t stream) {
+  keepalive_timer_.expires_at(last_event_ + shared_->opt.keepalive);
+  keepalive_timer_.async_wait([self = shared_from_this(), stream](beast::error_code ec) {
+    Connection& c = *self;
+    if (ec || stream != c.stream_ || c.keepalive_.empty() || c.phase_ != Phase::kResponding) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - c.last_event_ >= c.shared_->opt.keepalive) {
+      // Bytes still queued or being written are not silence: a client slow to read gets no
+      // more of them (a write that stalls has kWriteTimeout).
+      if (!c.writing_ && c.queue_.empty())
+        c.enqueue(Out(c.close_delimited_ ? c.keepalive_ : chunk(c.keepalive_)));
+      c.last_event_ = now;
+    }
+    c.wait_keepalive(stream);
+  });
 }
 
 void Connection::on_event(const std::shared_ptr<Exchange>& ex, std::string text) {
   const size_t credit = text.size();
   if (!current(ex) || head_) return ex->drained(credit);
+  last_event_ = std::chrono::steady_clock::now();
   enqueue(Out(close_delimited_ ? std::move(text) : chunk(text), ex, credit));
 }
 
 void Connection::on_events_end(const std::shared_ptr<Exchange>& ex) {
   if (!current(ex)) return;
+  keepalive_.clear();
+  keepalive_timer_.cancel();
   const bool last_chunk = !close_delimited_ && !head_;
   enqueue(Out(last_chunk ? std::string("0\r\n\r\n") : std::string(), ex, 0, true));
 }
@@ -824,6 +860,7 @@ void Connection::close_now() {
   disarm(read_timer_);
   disarm(write_timer_);
   probe_timer_.cancel();
+  keepalive_timer_.cancel();
   if (exchange_) exchange_->mark_closed();
   for (const Out& o : queue_)
     if (o.credit_to) o.credit_to->mark_closed();

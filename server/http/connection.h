@@ -146,7 +146,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Called on the strand, in the order the writer produced them.
   void on_response(const std::shared_ptr<Exchange>& ex, PlainResponse r);
-  void on_events_start(const std::shared_ptr<Exchange>& ex);
+  // `keepalive`: the SSE text written after each Options::keepalive of silence.
+  void on_events_start(const std::shared_ptr<Exchange>& ex, std::string keepalive);
   void on_event(const std::shared_ptr<Exchange>& ex, std::string text);
   void on_events_end(const std::shared_ptr<Exchange>& ex);
 
@@ -178,6 +179,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_peer_read(beast::error_code ec, size_t n);
   void on_peer_eof();
   void probe_peer();
+  // While an event stream is open: waits until it has been silent for Options::keepalive, then
+  // writes its keepalive. `stream` is the stream it was started for; a later one has its own.
+  void wait_keepalive(uint64_t stream);
   void enqueue(Out out);
   void write_next();
   void on_written(beast::error_code ec);
@@ -198,6 +202,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   net::steady_timer read_timer_;
   net::steady_timer write_timer_;
   net::steady_timer probe_timer_;  // after the peer's EOF: is it still there?
+  net::steady_timer keepalive_timer_;
   std::string remote_;
   beast::flat_buffer buffer_;
   std::optional<beast::http::request_parser<beast::http::string_body>> parser_;
@@ -216,7 +221,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // no body, so the next response on the connection is read from its first byte.
   bool head_ = false;
   bool close_delimited_ = false;  // an event stream to an HTTP/1.0 client ends with the socket
-  std::string cors_headers_;      // added to every response to the current request
+  // The open event stream's keepalive (empty when none is open), which stream it is (counted
+  // per connection, so a wait left from an earlier stream ends itself), and when it last queued
+  // bytes.
+  std::string keepalive_;
+  uint64_t stream_ = 0;
+  std::chrono::steady_clock::time_point last_event_;
+  std::string cors_headers_;  // added to every response to the current request
   std::shared_ptr<Exchange> exchange_;
   std::deque<Out> queue_;
   std::vector<Out> inflight_;

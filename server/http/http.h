@@ -23,6 +23,14 @@ struct Request {
   std::string remote;  // peer address, for logs
 };
 
+// What an event stream writes when it has been silent for Options::keepalive, so that clients
+// and proxies that give up on a quiet stream keep waiting (each API says what its protocol
+// allows). The connection writes it whole between two events, never inside one.
+struct Keepalive {
+  std::string event;  // a named event; empty: an SSE comment
+  std::string data;   // the event's data, or the comment's text
+};
+
 // Delivers one response. Thread-safe: the engine worker writes SSE events from its own thread.
 // Every method returns false once the client has gone away (or the write failed); callers use
 // that to cancel work.
@@ -32,14 +40,14 @@ class ResponseWriter {
   // A complete response. `extra` headers are added as given.
   virtual bool send(int status, const std::string& content_type, std::string body,
                     const std::map<std::string, std::string>& extra = {}) = 0;
-  // Starts a text/event-stream response (status 200).
-  virtual bool start_events() = 0;
+  // Starts a text/event-stream response (status 200) that says `keepalive` after each
+  // Options::keepalive of silence until it ends. The connection's own timer writes it, whatever
+  // the producer is doing; if that write fails, closed() turns true as for any failed write.
+  virtual bool start_events(Keepalive keepalive) = 0;
   // Writes "data: <data>\n\n".
   virtual bool event(const std::string& data) = 0;
   // Writes "event: <name>\ndata: <data>\n\n" (Anthropic's streams name every event).
   virtual bool named_event(const std::string& name, const std::string& data) = 0;
-  // Writes ": <text>\n\n", a comment that keeps proxies and clients from timing out.
-  virtual bool comment(const std::string& text) = 0;
   // Ends the event stream (the connection may then serve the next request).
   virtual void finish() = 0;
   // True once the peer closed the connection.
@@ -77,6 +85,9 @@ struct Options {
   // A request not received in full this long after it began (or an idle connection) ends:
   // with 408 for a request half received.
   std::chrono::milliseconds read_timeout{60000};
+  // An event stream silent this long writes its Keepalive (and again each time it stays silent
+  // this long); zero: never.
+  std::chrono::milliseconds keepalive{5000};
   ErrorFormatter error_format;  // required
 };
 
