@@ -1,5 +1,6 @@
 // The HTTP layer (server/http/http.h) driven over real sockets on 127.0.0.1: routing, limits, auth,
-// CORS, server-sent events written from other threads, disconnects, keep-alive and stop().
+// CORS, server-sent events written from other threads, keepalives of silent streams, disconnects,
+// keep-alive and stop().
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
