@@ -94,9 +94,8 @@ const Command kCommands[] = {
     {"cachesim", waste::cli::cmd_cachesim,
      "waste cachesim TRACE [--experts N] [--percent 3,6,12] [--json]"},
     {"synth", waste::cli::cmd_synth,
-     "waste synth OUT --arch kimi-linear|k3|deepseek-v3 --preset tiny|small|48b-shape|k3-shape "
-     "[--layers N] "
-     "[--seed N]"},
+     "waste synth OUT --arch kimi-linear|k3|deepseek-v3 "
+     "--preset tiny|small|48b-shape|k3-shape|k2-shape [--layers N] [--seed N]"},
     {"convert", waste::cli::cmd_convert,
      "waste convert --src DIR --out MODEL [--jobs N] [--reclaim off|dry|on] "
      "[--arch auto|k3|kimi-linear|deepseek-v3] [--seed N] [--quiet]"},

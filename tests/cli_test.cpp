@@ -124,6 +124,7 @@ TEST(Cli, BenchFiguresComeWithTheirFloors) {
   EXPECT_GT(decode_ms, 0);
   EXPECT_LE(prefill_ms, 1e3 / num(b, "prefill_tokens_per_second"));
   EXPECT_TRUE(b["k3_93_layers_extrapolated"].error()) << "only K3's true shape is scaled";
+  EXPECT_TRUE(b["k2_61_layers_extrapolated"].error()) << "only Kimi K2's true shape is scaled";
 
   EXPECT_EQ(test::run_command(waste_cmd("bench " + m.string() + " --budget 1M"), &out), 1);
   EXPECT_NE(out.find("a budget of 1.00 MiB is under this model's floor"), std::string::npos) << out;
@@ -248,9 +249,21 @@ TEST(Cli, BadCommandLinesAreRefusedWithUsage) {
   test::TempDir d;  // a path that does not exist, so only the options can be refused
   const std::string to = (d / "m.waste").string();
   EXPECT_NE(test::run_command(waste_cmd("synth " + to + " --preset tiny --layers 3"), &out), 0);
-  EXPECT_NE(out.find("--layers applies to presets k3-shape and deepseek-v3 tiny only"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("--layers applies to presets k3-shape, and tiny and k2-shape of deepseek-v3 only"),
+      std::string::npos)
       << out;
+  EXPECT_NE(test::run_command(waste_cmd("synth " + to + " --preset k2-shape --layers 2"), &out), 0);
+  EXPECT_NE(out.find("k2-shape is Kimi K2's shape; use --arch deepseek-v3"), std::string::npos)
+      << out;
+  EXPECT_NE(
+      test::run_command(
+          waste_cmd("synth " + to + " --arch deepseek-v3 --preset k2-shape --layers 62"), &out),
+      0);
+  EXPECT_NE(out.find("--layers 62 is not between 1 and 61"), std::string::npos) << out;
+  EXPECT_NE(
+      test::run_command(waste_cmd("synth " + to + " --arch deepseek-v3 --preset small"), &out), 0);
+  EXPECT_NE(out.find("--arch deepseek-v3 has presets tiny and k2-shape"), std::string::npos) << out;
   EXPECT_NE(test::run_command(waste_cmd("synth " + to + " --preset k3-shape"), &out), 0);
   EXPECT_NE(out.find("k3-shape is K3's shape; use --arch k3"), std::string::npos) << out;
   EXPECT_EQ(test::run_command(waste_cmd("synth " + to + " --arch k3 --preset k3-shape --layers 94"),

@@ -4,12 +4,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "engine/base/crc32.h"
 #include "engine/base/error.h"
 #include "engine/format/container.h"
 #include "engine/format/expert_record.h"
+#include "engine/format/tensor_specs.h"
 #include "engine/model/model_info.h"
 #include "engine/synth/synth.h"
 #include "tests/test_util.h"
@@ -324,6 +326,71 @@ TEST_F(ContainerTest, SyntheticDeepSeekV3ReadsItsRotationAndGroups) {
   EXPECT_TRUE(cfg.renormalize);
   EXPECT_FLOAT_EQ(cfg.routed_scale, 2.827f);
   EXPECT_EQ(summarize(*c, 64, 1).family, "deepseek-v3");
+}
+
+// `--preset k2-shape`: Kimi K2's layer shapes, as K2-Instruct's config.json gives them (cited in
+// docs/MODEL.md §1.2), read back through the config reader without writing the gigabytes.
+TEST(SyntheticK2Shape, CarriesKimiK2sShapes) {
+  SynthOptions o{Arch::kDeepSeekV3, "k2-shape", 1};
+  ModelConfig c = synthetic_config(o);
+  EXPECT_EQ(c.arch(), Arch::kDeepSeekV3);
+  EXPECT_EQ(c.n_layers, 2) << "the first two of its 61 by default";
+  EXPECT_EQ(c.hidden, 7168);
+  EXPECT_EQ(c.vocab, 163840);
+  EXPECT_EQ(c.n_heads, 64);
+  EXPECT_EQ(c.q_lora, 1536);
+  EXPECT_EQ(c.kv_lora, 512);
+  EXPECT_EQ(c.qk_nope, 128);
+  EXPECT_EQ(c.qk_rope, 64);
+  EXPECT_EQ(c.v_head, 128);
+  EXPECT_EQ(c.n_mla_layers(), 2);
+  EXPECT_EQ(c.n_experts, 384);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.moe_inter, 2048);
+  EXPECT_EQ(c.dense_inter, 18432);
+  EXPECT_EQ(c.n_shared, 1);
+  EXPECT_EQ(c.first_dense, 1);
+  EXPECT_FALSE(c.is_moe_layer(0));
+  EXPECT_TRUE(c.is_moe_layer(1));
+  EXPECT_EQ(c.n_group, 1);
+  EXPECT_EQ(c.topk_group, 1);
+  EXPECT_FLOAT_EQ(c.routed_scale, 2.827f);
+  EXPECT_TRUE(c.renormalize);
+  EXPECT_FLOAT_EQ(c.rms_eps, 1e-6f);
+  EXPECT_TRUE(c.rope.on);
+  EXPECT_EQ(c.rope.theta, 50000.0);
+  EXPECT_EQ(c.rope.factor, 32.0);
+  EXPECT_EQ(c.rope.beta_fast, 1.0);
+  EXPECT_EQ(c.rope.beta_slow, 1.0);
+  EXPECT_EQ(c.rope.mscale_all_dim, 1.0);
+  EXPECT_EQ(c.rope.original_max, 4096.0);
+  // The trunk's matrices at those shapes: the factorized query, the joint key/value latent with
+  // the rotary slice, the dense first layer, the router and the shared expert.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const TensorSpec& s : text_tensor_specs(c)) shapes[s.name] = s.shape;
+  const std::map<std::string, std::vector<int64_t>> want = {
+      {"model.embed_tokens.weight", {163840, 7168}},
+      {"lm_head.weight", {163840, 7168}},
+      {"model.layers.0.self_attn.q_a_proj.weight", {1536, 7168}},
+      {"model.layers.0.self_attn.q_b_proj.weight", {64 * 192, 1536}},
+      {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", {512 + 64, 7168}},
+      {"model.layers.0.self_attn.kv_b_proj.weight", {64 * 256, 512}},
+      {"model.layers.0.self_attn.o_proj.weight", {7168, 64 * 128}},
+      {"model.layers.0.mlp.gate_proj.weight", {18432, 7168}},
+      {"model.layers.1.block_sparse_moe.gate.weight", {384, 7168}},
+      {"model.layers.1.block_sparse_moe.gate.e_score_correction_bias", {384}},
+      {"model.layers.1.block_sparse_moe.shared_experts.down_proj.weight", {7168, 2048}},
+  };
+  for (const auto& [name, shape] : want) {
+    ASSERT_TRUE(shapes.count(name)) << name;
+    EXPECT_EQ(shapes[name], shape) << name;
+  }
+  EXPECT_FALSE(shapes.count("model.layers.0.block_sparse_moe.gate.weight")) << "layer 0 is dense";
+
+  o.layers = 61;
+  EXPECT_EQ(synthetic_config(o).n_layers, 61);
+  o.layers = 62;
+  EXPECT_THROW(synthetic_config(o), UsageError);
 }
 
 TEST_F(ContainerTest, WrongTensorShapeIsNamed) {

@@ -34,24 +34,47 @@ struct Preset {
   int hidden, layers, experts, top_k, moe_inter, dense_inter, shared;
   int kda_heads, kda_dim, heads, nope, rope, v, kv_lora, q_lora;
   int latent, res_block, vocab;
-  std::vector<int> mla_layers;  // 1-based, the rest are KDA
-  int64_t quant_threshold;      // tensors with fewer elements stay F32
+  std::vector<int> mla_layers;      // 1-based, the rest are KDA
+  int64_t quant_threshold;          // tensors with fewer elements stay F32
+  int n_group = 1, topk_group = 1;  // DeepSeek-V3's grouped top-k
 };
+
+// DeepSeek-V3's presets. Every layer is MLA with a factorized query, as in the releases, and
+// layer 0 is dense, so a one-layer model has no experts at all.
+Preset deepseek_preset(const SynthOptions& o) {
+  auto all_mla = [](int n) {
+    std::vector<int> mla;
+    for (int l = 1; l <= n; l++) mla.push_back(l);
+    return mla;
+  };
+  if (o.preset == "tiny") {
+    const int n = o.layers == 0 ? 4 : o.layers;
+    if (n < 1 || n > 4) fail<UsageError>("synth: --layers {} is not between 1 and 4", n);
+    // 16 experts in 4 groups, of which 2 compete: the grouping has work to do.
+    Preset p{128, n, 16, 4, 32, 192, 1, 0, 0, 4, 16, 8, 16, 32, 48, 0, 0, 0, all_mla(n), 4096};
+    p.n_group = 4;
+    p.topk_group = 2;
+    return p;
+  }
+  if (o.preset == "k2-shape") {
+    // Kimi K2's layer shapes (its release's config.json): 384 experts of intermediate 2,048,
+    // top-8, one shared expert, one group, the dense first layer of intermediate 18,432.
+    const int n = o.layers == 0 ? 2 : o.layers;
+    if (n < 1 || n > 61) fail<UsageError>("synth: --layers {} is not between 1 and 61", n);
+    return Preset{7168, n,  384, 8,   2048, 18432, 1, 0,      0,          64,
+                  128,  64, 128, 512, 1536, 0,     0, 163840, all_mla(n), 65536};
+  }
+  fail<UsageError>("synth: --arch deepseek-v3 has presets tiny and k2-shape");
+}
 
 Preset preset_for(const SynthOptions& o) {
   bool k3 = o.arch == Arch::kK3;
-  if (o.arch == Arch::kDeepSeekV3) {
-    if (o.preset != "tiny") fail<UsageError>("synth: --arch deepseek-v3 has preset tiny only");
-    const int n = o.layers == 0 ? 4 : o.layers;
-    if (n < 1 || n > 4) fail<UsageError>("synth: --layers {} is not between 1 and 4", n);
-    // Every layer MLA (a factorized query, as the release's), 16 experts in 4 groups; layer 0
-    // dense, so a one-layer model has no experts at all.
-    std::vector<int> mla;
-    for (int l = 1; l <= n; l++) mla.push_back(l);
-    return Preset{128, n, 16, 4, 32, 192, 1, 0, 0, 4, 16, 8, 16, 32, 48, 0, 0, 0, mla, 4096};
-  }
+  if (o.arch == Arch::kDeepSeekV3) return deepseek_preset(o);
+  if (o.preset == "k2-shape")
+    fail<UsageError>("synth: preset k2-shape is Kimi K2's shape; use --arch deepseek-v3");
   if (o.layers != 0 && o.preset != "k3-shape")
-    fail<UsageError>("synth: --layers applies to presets k3-shape and deepseek-v3 tiny only");
+    fail<UsageError>(
+        "synth: --layers applies to presets k3-shape, and tiny and k2-shape of deepseek-v3 only");
   if (o.preset == "tiny")
     return k3 ? Preset{128, 6, 16, 4,  32, 192, 2, 4, 32,     4,
                        16,  8, 16, 32, 48, 64,  2, 0, {4, 6}, 4096}
@@ -98,7 +121,8 @@ Preset preset_for(const SynthOptions& o) {
                   {4, 8, 12, 16, 20, 24, 27},
                   65536};
   }
-  fail<UsageError>("synth: unknown preset '{}' (tiny, small, 48b-shape or k3-shape)", o.preset);
+  fail<UsageError>("synth: unknown preset '{}' (tiny, small, 48b-shape, k3-shape or k2-shape)",
+                   o.preset);
 }
 
 std::string int_list(const std::vector<int>& v) {
@@ -112,7 +136,7 @@ std::string int_list(const std::vector<int>& v) {
 
 // Kimi K2's config as the original's converter normalises it (its MoE keys renamed, DeepSeek's
 // router and grouping keys as the release spells them, no mla_use_nope: the rotation is on), with
-// K2's YaRN block and DeepSeek-V3's grouping (4 of 8 groups there; 2 of 4 here).
+// K2-Instruct's YaRN block (docs/MODEL.md) and the preset's grouping.
 std::string deepseek_config_json(const Preset& p, int vocab, int eos, int bos) {
   return fmt::format(
       "{{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"model_type\":\"kimi_k2\","
@@ -122,14 +146,15 @@ std::string deepseek_config_json(const Preset& p, int vocab, int eos, int bos) {
       "\"num_experts\":{},\"num_experts_per_tok\":{},\"num_experts_per_token\":{},"
       "\"n_shared_experts\":{},\"num_shared_experts\":{},\"norm_topk_prob\":true,"
       "\"moe_renormalize\":true,\"scoring_func\":\"sigmoid\",\"topk_method\":\"noaux_tc\","
-      "\"n_group\":4,\"topk_group\":2,\"routed_scaling_factor\":2.827,"
+      "\"n_group\":{},\"topk_group\":{},\"routed_scaling_factor\":2.827,"
       "\"num_attention_heads\":{},\"qk_nope_head_dim\":{},\"qk_rope_head_dim\":{},"
       "\"v_head_dim\":{},\"kv_lora_rank\":{},\"q_lora_rank\":{},\"hidden_act\":\"silu\","
       "\"rope_theta\":50000.0,\"rope_scaling\":{{\"type\":\"yarn\",\"factor\":32.0,"
       "\"beta_fast\":1.0,\"beta_slow\":1.0,\"mscale\":1.0,\"mscale_all_dim\":1.0,"
       "\"original_max_position_embeddings\":4096}},\"max_position_embeddings\":131072}}",
       p.hidden, p.layers, vocab, bos, eos, p.dense_inter, p.moe_inter, p.experts, p.experts,
-      p.top_k, p.top_k, p.shared, p.shared, p.heads, p.nope, p.rope, p.v, p.kv_lora, p.q_lora);
+      p.top_k, p.top_k, p.shared, p.shared, p.n_group, p.topk_group, p.heads, p.nope, p.rope, p.v,
+      p.kv_lora, p.q_lora);
 }
 
 std::string config_json(const SynthOptions& o, const Preset& p, int vocab, int eos, int bos) {
@@ -386,7 +411,19 @@ std::string write_banks(const fs::path& dir, const ModelConfig& c, Rng& rng) {
   return layers;
 }
 
+ModelConfig parse_config(const std::string& text) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  return parse_model_config(parser.parse(padded).value(), "synth config");
+}
+
 }  // namespace
+
+ModelConfig synthetic_config(const SynthOptions& opt) {
+  Preset p = preset_for(opt);
+  SynthVocab sv = synthetic_vocab(p.vocab);
+  return parse_config(config_json(opt, p, sv.vocab, sv.eos, sv.bos));
+}
 
 void write_synthetic(const fs::path& out, const SynthOptions& opt) {
   Preset p = preset_for(opt);
@@ -402,9 +439,7 @@ void write_synthetic(const fs::path& out, const SynthOptions& opt) {
     std::string cfg_text = config_json(opt, p, sv.vocab, sv.eos, sv.bos);
     bool k3 = opt.arch == Arch::kK3;
     std::string prefix = k3 ? "language_model." : "";
-    simdjson::dom::parser parser;
-    simdjson::padded_string padded(cfg_text);
-    ModelConfig c = parse_model_config(parser.parse(padded).value(), "synth config");
+    ModelConfig c = parse_config(cfg_text);
     TrunkWriter tw(tmp);
     write_text_trunk(tw, c, prefix, p.quant_threshold, rng);
     if (k3) {

@@ -1,5 +1,6 @@
 #include "engine/synth/synth_tokenizer.h"
 
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +99,12 @@ std::string json_escape(const std::string& s) {
 
 }  // namespace
 
+SynthVocab synthetic_vocab(int vocab) {
+  const int ranks = 256 + (int)std::size(kMerges);
+  const int first = vocab > 0 ? vocab - kSynthSpecialBlock : ranks;
+  return SynthVocab{first + kSynthSpecialBlock, first, first + 2};
+}
+
 SynthVocab write_synthetic_tokenizer(const std::filesystem::path& dir, Arch arch, int vocab) {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; b++) tokens.push_back(std::string(1, (char)b));
@@ -106,14 +113,15 @@ SynthVocab write_synthetic_tokenizer(const std::filesystem::path& dir, Arch arch
   for (size_t i = 0; i < tokens.size(); i++) ranks += fmt::format("{} {}\n", base64(tokens[i]), i);
   write_file_atomic(dir / "tokenizer.model", ranks);
 
-  int first = vocab > 0 ? vocab - kSynthSpecialBlock : (int)tokens.size();
+  const SynthVocab sv = synthetic_vocab(vocab);
+  const int first = sv.bos;
   const auto& specials = arch == Arch::kK3 ? kK3Specials : kKimiLinearSpecials;
   std::string js = "[\n";
   for (size_t i = 0; i < specials.size(); i++)
     js += fmt::format(" {{\"id\": {}, \"text\": \"{}\"}}{}\n", first + specials[i].first,
                       json_escape(specials[i].second), i + 1 < specials.size() ? "," : "");
   write_file_atomic(dir / "specials.json", js + "]\n");
-  return SynthVocab{first + kSynthSpecialBlock, first, first + 2};
+  return sv;
 }
 
 }  // namespace waste

@@ -17,6 +17,10 @@ struct SynthVocab {
   int eos = 0;  // <|end_of_msg|> (K3) or <|im_end|> (Kimi-Linear)
 };
 
+// The ids of a vocabulary of `vocab` ids (0: just the ranks and the special block), without
+// writing it.
+SynthVocab synthetic_vocab(int vocab);
+
 // Writes tokenizer.model and specials.json into `dir`. With `vocab` > 0 the specials sit at the
 // top of a vocabulary of that size (the real models' layout); otherwise right after the ranks.
 SynthVocab write_synthetic_tokenizer(const std::filesystem::path& dir, Arch arch, int vocab);

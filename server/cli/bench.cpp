@@ -92,17 +92,37 @@ std::string layer_kind(const ModelConfig& c, int l) {
   return fmt::format("{} {}", c.is_kda[l] ? "KDA" : "MLA", c.is_moe_layer(l) ? "MoE" : "dense");
 }
 
-// A short K3-shaped container (`waste synth --preset k3-shape`) scaled to the release's 93
-// layers: its first layer is the dense one, 68 KDA and 24 MLA layers carry experts. Each kind
-// costs this run's mean over the container's layers of that kind (MLA layers as KDA layers when
-// the container has none), plus what runs outside the layers once. Milliseconds per token.
-struct K3Extrapolation {
-  double ms = 0;
-  bool mla_measured = false;
+// The release a short shape container (`waste synth --preset k3-shape|k2-shape`) stands for:
+// how many of its layers are dense, KDA MoE and MLA MoE.
+struct ReleaseShape {
+  const char* name;
+  const char* json_key;
+  int layers, dense, kda_moe, mla_moe;
 };
 
-K3Extrapolation extrapolate_k3(const ModelConfig& c, const std::vector<double>& ms,
-                               double total_ms) {
+constexpr ReleaseShape kK3Release{"K3", "k3_93_layers_extrapolated", 93, 1, 68, 24};
+constexpr ReleaseShape kK2Release{"Kimi K2", "k2_61_layers_extrapolated", 61, 1, 0, 60};
+
+// Null unless the container is one of those releases' shapes cut short and has an MoE layer to
+// measure.
+const ReleaseShape* release_shape(const ModelConfig& c) {
+  const ReleaseShape* r = nullptr;
+  if (c.arch() == Arch::kK3 && c.n_experts == 896) r = &kK3Release;
+  if (c.arch() == Arch::kDeepSeekV3 && c.n_experts == 384 && c.hidden == 7168) r = &kK2Release;
+  if (!r || c.n_layers >= r->layers || c.n_layers <= c.first_dense) return nullptr;
+  return r;
+}
+
+// Each kind of layer costs this run's mean over the container's layers of that kind (a kind the
+// container lacks as the other MoE kind), plus what runs outside the layers once. Milliseconds
+// per token.
+struct Extrapolation {
+  double ms = 0;
+  bool substituted = false;  // the release has a kind of MoE layer this container lacks
+};
+
+Extrapolation extrapolate(const ReleaseShape& r, const ModelConfig& c,
+                          const std::vector<double>& ms, double total_ms) {
   double sum[3] = {0, 0, 0}, outside = total_ms;
   int count[3] = {0, 0, 0};  // dense, KDA MoE, MLA MoE
   for (int l = 0; l < c.n_layers; l++) {
@@ -112,10 +132,24 @@ K3Extrapolation extrapolate_k3(const ModelConfig& c, const std::vector<double>& 
     outside -= ms[l];
   }
   auto mean = [&](int k) { return count[k] ? sum[k] / count[k] : 0.0; };
-  K3Extrapolation e;
-  e.mla_measured = count[2] > 0;
-  e.ms = outside + mean(0) + 68 * mean(1) + 24 * (e.mla_measured ? mean(2) : mean(1));
+  const double kda = count[1] ? mean(1) : mean(2), mla = count[2] ? mean(2) : mean(1);
+  Extrapolation e;
+  e.substituted = (r.kda_moe > 0 && !count[1]) || (r.mla_moe > 0 && !count[2]);
+  e.ms = outside + r.dense * mean(0) + r.kda_moe * kda + r.mla_moe * mla;
   return e;
+}
+
+void print_extrapolation(const ReleaseShape& r, int measured_layers, const Extrapolation& decode,
+                         const Extrapolation& prefill) {
+  std::string kinds = fmt::format("{} dense", r.dense);
+  if (r.kda_moe) kinds += fmt::format(" + {} KDA MoE", r.kda_moe);
+  if (r.mla_moe) kinds += fmt::format(" + {} MLA MoE", r.mla_moe);
+  fmt::print(
+      "{} at {} layers, extrapolated from these {} ({}, each kind at this run's mean{}): decode "
+      "{:.2f} s/token ({:.3f} tok/s), prefill {:.3f} tok/s\n",
+      r.name, r.layers, measured_layers, kinds,
+      decode.substituted ? "; a kind absent here taken as the other MoE kind" : "", decode.ms / 1e3,
+      1e3 / decode.ms, prefill.ms > 0 ? 1e3 / prefill.ms : 0.0);
 }
 
 }  // namespace
@@ -150,10 +184,12 @@ int cmd_bench(int argc, char** argv) {
   if (p > 0) prefill_s = prefill(model, p);
   const std::vector<double> decode_ms = per_token_ms(clock0, clock1, n);
   const std::vector<double> prefill_ms = per_token_ms(clock1, model.layer_seconds(), p);
-  const bool k3_scaled = cfg.arch() == Arch::kK3 && cfg.n_layers < 93 && cfg.n_experts == 896;
-  const K3Extrapolation k3_decode = extrapolate_k3(cfg, decode_ms, 1e3 * run.seconds / n);
-  const K3Extrapolation k3_prefill =
-      extrapolate_k3(cfg, prefill_ms, p > 0 ? 1e3 * prefill_s / p : 0);
+  const ReleaseShape* release = release_shape(cfg);
+  Extrapolation ex_decode, ex_prefill;
+  if (release) {
+    ex_decode = extrapolate(*release, cfg, decode_ms, 1e3 * run.seconds / n);
+    ex_prefill = extrapolate(*release, cfg, prefill_ms, p > 0 ? 1e3 * prefill_s / p : 0);
+  }
 
   // Floor 2: the same tokens with every expert they touch resident (a second pass over a cache
   // big enough to hold them), so only compute remains.
@@ -213,11 +249,11 @@ int cmd_bench(int argc, char** argv) {
         .value(prefill_ms[l])
         .end_object();
   w.end_array();
-  if (k3_scaled) {
-    w.key("k3_93_layers_extrapolated").begin_object();
-    w.key("decode_seconds_per_token").value(k3_decode.ms / 1e3);
-    w.key("prefill_tokens_per_second").value(k3_prefill.ms > 0 ? 1e3 / k3_prefill.ms : 0.0);
-    w.key("mla_layers_measured").value(k3_decode.mla_measured);
+  if (release) {
+    w.key(release->json_key).begin_object();
+    w.key("decode_seconds_per_token").value(ex_decode.ms / 1e3);
+    w.key("prefill_tokens_per_second").value(ex_prefill.ms > 0 ? 1e3 / ex_prefill.ms : 0.0);
+    w.key("every_kind_measured").value(!ex_decode.substituted);
     w.end_object();
   }
   w.end_object();
@@ -250,13 +286,7 @@ int cmd_bench(int argc, char** argv) {
     fmt::print("{}{} {}: {:.1f}, {:.1f}", l % 4 ? "; " : "\n  ", l + 1, layer_kind(cfg, l),
                decode_ms[l], prefill_ms[l]);
   fmt::print("\n");
-  if (k3_scaled)
-    fmt::print(
-        "K3 at 93 layers, extrapolated from these {} (1 dense + 68 KDA MoE + 24 MLA MoE, each "
-        "kind at this run's mean{}): decode {:.2f} s/token ({:.3f} tok/s), prefill {:.3f} "
-        "tok/s\n",
-        cfg.n_layers, k3_decode.mla_measured ? "" : "; no MLA layer here, so MLA as KDA",
-        k3_decode.ms / 1e3, 1e3 / k3_decode.ms, k3_prefill.ms > 0 ? 1e3 / k3_prefill.ms : 0.0);
+  if (release) print_extrapolation(*release, cfg.n_layers, ex_decode, ex_prefill);
   return 0;
 }
 
