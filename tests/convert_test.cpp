@@ -474,6 +474,31 @@ TEST_F(ConvertTest, BadInputsNameTheFileAndTensor) {
     EXPECT_NE(e.find("model-00001-of-00003"), std::string::npos) << e;
     EXPECT_NE(e.find("model.layers.3.input_layernorm.weight"), std::string::npos) << e;
   }
+  {  // a layer number past any int: refused naming the tensor, not wrapped around and dropped
+    fs::path p = fresh("huge-layer");
+    const std::string t = "model.layers.99999999999.input_layernorm.weight";
+    std::string idx = test::read_file(p / "model.safetensors.index.json");
+    idx.insert(idx.find("\"weight_map\":{") + 14, "\"" + t + "\":\"" + shard + "\",");
+    test::write_file(p / "model.safetensors.index.json", idx);
+    std::string e = convert_error(p);
+    EXPECT_NE(e.find("tensor " + t + " is in layer 99999999999, past num_hidden_layers (4)"),
+              std::string::npos)
+        << e;
+  }
+  {  // --arch deepseek-v3 on a Kimi-Linear release: refused saying what differs
+    test::TempDir out;
+    ConvertOptions o = quick(kl_src(), out / "c");
+    o.arch = "deepseek-v3";
+    std::string e;
+    try {
+      convert(o);
+    } catch (const UsageError& x) {
+      e = x.what();
+    }
+    EXPECT_NE(e.find("is not a DeepSeek-V3 config"), std::string::npos) << e;
+    EXPECT_NE(e.find("layers are KDA (kda_layers)"), std::string::npos) << e;
+    EXPECT_NE(e.find("mla_use_nope"), std::string::npos) << e;
+  }
 }
 
 TEST_F(ConvertTest, Mxfp4NanScaleIsRefused) {
@@ -520,6 +545,20 @@ std::string release_shard(const fs::path& src, const std::string& tensor) {
   return idx.substr(at, idx.find('"', at) - at);
 }
 
+// Every element of `got` (rows x cols) has the bits of want(r, c); false at the first that
+// does not, the failure naming the tensor, row and column.
+template <typename Want>
+bool expect_bits(const std::string& name, const std::vector<float>& got, int64_t rows, int64_t cols,
+                 Want want) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      EXPECT_EQ(f32_to_bits(got[(size_t)(r * cols + c)]), f32_to_bits(want(r, c)))
+          << name << " " << r << "," << c;
+      if (::testing::Test::HasFailure()) return false;
+    }
+  return true;
+}
+
 // Every fp8 weight the checkpoint reads equals, bit for bit, code-by-definition times its tile's
 // scale rounded once to f32, the tile being weight_block_size's with partial edge tiles. Returns
 // how many weights were checked.
@@ -537,15 +576,12 @@ int expect_fp8_exact(const fs::path& src, int64_t bm, int64_t bn) {
     ck.read_all(name, &got, &rows, &cols);
     const int64_t tc = (cols + bn - 1) / bn;
     EXPECT_EQ((int64_t)sraw.size(), ((rows + bm - 1) / bm) * tc * 4) << name;
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cols; c++) {
-        float s;
-        std::memcpy(&s, &sraw[(size_t)(4 * ((r / bm) * tc + c / bn))], 4);
-        float want = (float)(e4m3_by_definition((uint8_t)codes[(size_t)(r * cols + c)]) * s);
-        EXPECT_EQ(f32_to_bits(got[(size_t)(r * cols + c)]), f32_to_bits(want))
-            << name << " " << r << "," << c;
-        if (::testing::Test::HasFailure()) return -1;
-      }
+    bool same = expect_bits(name, got, rows, cols, [&](int64_t r, int64_t c) {
+      float s;
+      std::memcpy(&s, &sraw[(size_t)(4 * ((r / bm) * tc + c / bn))], 4);
+      return (float)(e4m3_by_definition((uint8_t)codes[(size_t)(r * cols + c)]) * s);
+    });
+    if (!same) return -1;
     checked++;
   }
   return checked;
@@ -567,18 +603,15 @@ int expect_int4_exact(const fs::path& src) {
     std::vector<float> got;
     ck.read_all(base, &got, &rows, &cols);
     EXPECT_EQ((int64_t)words.size(), rows * cols / 2) << base;
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cols; c++) {
-        uint32_t w;
-        std::memcpy(&w, &words[(size_t)(4 * (r * (cols / 8) + c / 8))], 4);
-        int q = (int)((w >> (4 * (c % 8))) & 15) - 8;
-        uint16_t h;
-        std::memcpy(&h, &sraw[(size_t)(2 * (r * (cols / 32) + c / 32))], 2);
-        float want = (float)q * bits_to_f32((uint32_t)h << 16);
-        EXPECT_EQ(f32_to_bits(got[(size_t)(r * cols + c)]), f32_to_bits(want))
-            << base << " " << r << "," << c;
-        if (::testing::Test::HasFailure()) return -1;
-      }
+    bool same = expect_bits(base, got, rows, cols, [&](int64_t r, int64_t c) {
+      uint32_t w;
+      std::memcpy(&w, &words[(size_t)(4 * (r * (cols / 8) + c / 8))], 4);
+      int q = (int)((w >> (4 * (c % 8))) & 15) - 8;
+      uint16_t h;
+      std::memcpy(&h, &sraw[(size_t)(2 * (r * (cols / 32) + c / 32))], 2);
+      return (float)q * bits_to_f32((uint32_t)h << 16);
+    });
+    if (!same) return -1;
     checked++;
   }
   return checked;
@@ -735,6 +768,18 @@ TEST_F(ConvertTest, K2ThinkingInt4ExpertsConvertExactlyAndMatchTheReference) {
   expect_k2_container_matches_reference(d / "out");
 }
 
+// compressed-tensors writes weight_shape as I64 (the synthetic release does too); I32 reads the
+// same.
+TEST_F(ConvertTest, Int4WeightShapeMayBeI32) {
+  test::TempDir d;
+  CheckpointShape shape = k2_shape(K2Weights::kInt4);
+  shape.int4_shape_i32 = true;
+  write_checkpoint(d / "src", shape);
+  const std::string t = "model.layers.1.mlp.experts.0.gate_proj.weight_shape";
+  EXPECT_EQ(SafetensorsFile(d / "src" / release_shard(d / "src", t)).find(t)->dtype, Dtype::kI32);
+  EXPECT_EQ(expect_int4_exact(d / "src"), 144);
+}
+
 TEST_F(ConvertTest, K2BadInputsAreRefusedNamingTheProblem) {
   test::TempDir d;
   write_checkpoint(d / "fp8", k2_shape(K2Weights::kFp8));
@@ -821,6 +866,37 @@ TEST_F(ConvertTest, K2BadInputsAreRefusedNamingTheProblem) {
     std::string e = k2_refusal(p);
     EXPECT_NE(e.find(t), std::string::npos) << e;
     EXPECT_NE(e.find("records [64, 32]"), std::string::npos) << e;
+  }
+  {  // a negative weight_shape (I64, as compressed-tensors writes it)
+    fs::path p = fresh("int4", "negative-shape");
+    const std::string t = "model.layers.3.mlp.experts.9.down_proj.weight_shape";
+    fs::path shard = p / release_shard(p, t);
+    SafetensorsFile f(shard);
+    ASSERT_EQ(f.find(t)->dtype, Dtype::kI64);
+    uint64_t at = 8 + f.header_json().size() + f.find(t)->begin;
+    std::string b = test::read_file(shard);
+    int64_t rows = -128;
+    std::memcpy(&b[at], &rows, 8);
+    test::write_file(shard, b);
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find(t), std::string::npos) << e;
+    EXPECT_NE(e.find("records [-128, 32], a negative size"), std::string::npos) << e;
+  }
+  {  // a config with one layer too few: layer 3 becomes the prediction layer, layer 4 is refused
+    fs::path p = fresh("fp8", "few-layers");
+    edit_config(p, "\"num_hidden_layers\":4", "\"num_hidden_layers\":3");
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find("model.layers.4."), std::string::npos) << e;
+    EXPECT_NE(e.find("past num_hidden_layers (3) + num_nextn_predict_layers (1)"),
+              std::string::npos)
+        << e;
+  }
+  {  // without num_nextn_predict_layers the MTP layer is not skipped but refused
+    fs::path p = fresh("fp8", "no-nextn");
+    edit_config(p, ",\"num_nextn_predict_layers\":1", "");
+    std::string e = k2_refusal(p);
+    EXPECT_NE(e.find("model.layers.4."), std::string::npos) << e;
+    EXPECT_NE(e.find("num_nextn_predict_layers (0)"), std::string::npos) << e;
   }
   {  // int4 packed words without a pack-quantized config
     fs::path p = fresh("int4", "no-config");

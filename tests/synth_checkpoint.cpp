@@ -228,7 +228,7 @@ void add_fp8(std::vector<StTensor>* out, const std::string& name, const std::vec
 // compressed-tensors' symmetric int4: per group of 32, scale = bf16(amax / 7), q rounded and
 // clamped to [-8, 7], packed eight to an I32.
 void add_int4(std::vector<StTensor>* out, const std::string& name, const std::vector<float>& v,
-              int64_t rows, int64_t cols) {
+              int64_t rows, int64_t cols, bool shape_i32) {
   constexpr int kGroup = 32;
   std::vector<float> scale((size_t)(rows * cols / kGroup));
   std::string scale_bytes = bf16_bytes(scale);  // sized; filled below
@@ -250,14 +250,18 @@ void add_int4(std::vector<StTensor>* out, const std::string& name, const std::ve
     }
     int4_pack_row(q.data(), cols, words.data() + r * int4_words(cols));
   }
-  std::vector<int32_t> shape = {(int32_t)rows, (int32_t)cols};
+  std::vector<int64_t> shape = {rows, cols};
+  std::string shape_bytes(reinterpret_cast<const char*>(shape.data()), 16);
+  if (shape_i32) {
+    std::vector<int32_t> narrow = {(int32_t)rows, (int32_t)cols};
+    shape_bytes.assign(reinterpret_cast<const char*>(narrow.data()), 8);
+  }
   out->push_back({name + "_packed",
                   "I32",
                   {rows, int4_words(cols)},
                   std::string(reinterpret_cast<const char*>(words.data()), words.size() * 4)});
   out->push_back({name + "_scale", "BF16", {rows, cols / kGroup}, scale_bytes});
-  out->push_back(
-      {name + "_shape", "I32", {2}, std::string(reinterpret_cast<const char*>(shape.data()), 8)});
+  out->push_back({name + "_shape", shape_i32 ? "I32" : "I64", {2}, shape_bytes});
 }
 
 }  // namespace
@@ -337,7 +341,7 @@ void write_checkpoint(const fs::path& dir, const CheckpointShape& s, uint64_t se
           continue;
         }
         if (s.k2 == K2Weights::kInt4) {
-          add_int4(&out, name, v, rows, cols);
+          add_int4(&out, name, v, rows, cols, s.int4_shape_i32);
           continue;
         }
         if (!s.k3) {

@@ -20,6 +20,7 @@ struct CheckpointShape {
   bool k3 = false;
   K2Weights k2 = K2Weights::kNone;  // not kNone: DeepSeek-V3's layout and config (K2's spellings)
   int fp8_tile_rows = 32, fp8_tile_cols = 48;  // weight_block_size: partial tiles at these shapes
+  bool int4_shape_i32 = false;  // weight_shape as I32 (compressed-tensors writes I64)
   int hidden = 128, layers = 4, experts = 12, moe_inter = 40, dense_inter = 512, latent = 0;
   int vocab = 1024;
 };

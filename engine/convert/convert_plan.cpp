@@ -1,5 +1,7 @@
 #include "engine/convert/convert_plan.h"
 
+#include <charconv>
+
 #include <fmt/ranges.h>
 #include <simdjson.h>
 
@@ -95,24 +97,44 @@ std::string manifest_config(simdjson::dom::element root, bool nested) {
   return text;
 }
 
-// Layer index of a per-layer tensor name (after the prefix), or -1.
-int layer_of(std::string_view name, std::string_view prefix) {
+// Layer number of a per-layer tensor name (after the prefix), or -1. A number past the
+// config's layers and DeepSeek's prediction layers is refused: a config that lists too few
+// layers must not drop the rest silently.
+int layer_of(std::string_view name, const ConvertPlan& p, const std::string& index) {
   std::string_view head = "model.layers.";
-  if (!name.starts_with(prefix) || !name.substr(prefix.size()).starts_with(head)) return -1;
-  int l = 0;
-  for (char ch : name.substr(prefix.size() + head.size())) {
-    if (ch < '0' || ch > '9') break;
-    l = l * 10 + (ch - '0');
-  }
-  return l;
+  if (!name.starts_with(p.prefix) || !name.substr(p.prefix.size()).starts_with(head)) return -1;
+  std::string_view digits = name.substr(p.prefix.size() + head.size());
+  unsigned l = 0;  // unsigned: from_chars takes no sign
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), l);
+  if (end == digits.data()) return -1;
+  const int limit = p.config.n_layers + p.predict_layers;
+  if (ec != std::errc() || l >= (unsigned)limit)
+    fail(
+        "{}: tensor {} is in layer {}, past num_hidden_layers ({}) + num_nextn_predict_layers ({})",
+        index, name, digits.substr(0, (size_t)(end - digits.data())), p.config.n_layers,
+        p.predict_layers);
+  return (int)l;
+}
+
+// What makes a config another family than DeepSeek-V3 (ModelConfig::arch).
+std::string not_deepseek_v3(const ModelConfig& c) {
+  std::vector<std::string> why;
+  if (c.latent > 0) why.push_back("routed_expert_hidden_size is set (K3's latent experts)");
+  if (c.attn_res_block > 0) why.push_back("attention residuals are on (K3)");
+  if (c.n_kda_layers() > 0)
+    why.push_back(
+        fmt::format("{} of {} layers are KDA (kda_layers)", c.n_kda_layers(), c.n_layers));
+  if (!c.rope.on) why.push_back("MLA has no rotation (mla_use_nope, or qk_rope_head_dim 0)");
+  return fmt::format("{}", fmt::join(why, "; "));
 }
 
 void plan_trunk(Checkpoint& ck, ConvertPlan* p) {
   uint64_t off = 0;
+  const std::string index = (ck.dir() / "model.safetensors.index.json").string();
   for (const auto& [name, shard] : ck.weight_map()) {  // byte order of names, as the original
     if (is_expert_tensor(name) || Checkpoint::is_companion(name)) continue;
     // A multi-token-prediction layer past the last (DeepSeek-V3's layer 61) is not run.
-    if (layer_of(name, p->prefix) >= p->config.n_layers) continue;
+    if (layer_of(name, *p, index) >= p->config.n_layers) continue;
     TrunkTensor t;
     t.name = name;
     t.shard = shard;
@@ -199,8 +221,7 @@ bool is_vision_tensor(std::string_view name) {
 }
 
 bool is_expert_tensor(std::string_view name) {
-  return name.find(".experts.") != std::string_view::npos || name.ends_with("_packed") ||
-         name.ends_with("_scale");
+  return name.find(".experts.") != std::string_view::npos;
 }
 
 TensorFormat trunk_format(std::string_view name, const std::vector<int64_t>& shape, bool vision) {
@@ -252,8 +273,14 @@ ConvertPlan make_plan(Checkpoint& ck, const std::string& arch, const VqRecipe& r
   p.config_json = manifest_config(root, p.nested);
   simdjson::dom::parser cparser;
   simdjson::padded_string cpadded(p.config_json);
-  p.config = parse_model_config(cparser.parse(cpadded).value(), cfg_path.string());
+  json::element text = cparser.parse(cpadded).value();
+  p.config = parse_model_config(text, cfg_path.string());
   const ModelConfig& c = p.config;
+  if (arch == "deepseek-v3" && c.arch() != Arch::kDeepSeekV3)
+    fail<UsageError>("--arch deepseek-v3: {} is not a DeepSeek-V3 config: {}", cfg_path.string(),
+                     not_deepseek_v3(c));
+  p.predict_layers =
+      (int)json::get_int_or(text, "num_nextn_predict_layers", cfg_path.string(), 0, 128, 0);
   p.geometry.inter = c.moe_inter;
   p.geometry.width = c.expert_in();
   p.geometry.stages = recipe.stages;

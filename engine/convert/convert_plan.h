@@ -43,6 +43,7 @@ struct ConvertPlan {
   std::string config_json;  // the manifest's `config` object
   std::string outer_json;   // the release's whole config.json
   ModelConfig config;
+  int predict_layers = 0;  // num_nextn_predict_layers: DeepSeek's layers past the last, never run
   VqRecipe recipe;
   RecordGeometry geometry;
   std::vector<TrunkTensor> trunk;
@@ -59,7 +60,7 @@ struct ConvertPlan {
 // The format the original converter gives a trunk tensor of this source shape.
 TensorFormat trunk_format(std::string_view name, const std::vector<int64_t>& shape, bool vision);
 bool is_vision_tensor(std::string_view name);
-// True for names that never reach the trunk (routed experts and MXFP4 halves).
+// True for routed experts' names (never in the trunk; nor are Checkpoint::is_companion's).
 bool is_expert_tensor(std::string_view name);
 // The release's name of routed expert `expert`'s matrix `kind` (0 gate w1, 1 up w3, 2 down w2);
 // `prefix` is "language_model." for K3's nested checkpoints, else empty.

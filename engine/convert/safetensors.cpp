@@ -520,20 +520,31 @@ void Checkpoint::read_fp8_rows(const std::string& n, int64_t r0, int64_t r1, flo
   fp8_block_decode(codes.data(), scales.data(), r0, r1, cols, b, out, where(n));
 }
 
+// The release's record of the unpacked shape must agree. compressed-tensors writes it from
+// torch.tensor(weight.shape), I64; I32 is accepted too.
+void Checkpoint::check_int4_shape(const std::string& name, const std::vector<int64_t>& s) {
+  const TensorInfo& st = info(name);
+  if ((st.dtype != Dtype::kI32 && st.dtype != Dtype::kI64) || st.elements() != 2)
+    fail("{}: must be I64 or I32 [2], is {} {}", where(name), dtype_name(st.dtype),
+         shape_str(st.shape));
+  int64_t v[2] = {0, 0};
+  if (st.dtype == Dtype::kI64) {
+    shard(shard_of(name)).read(st, 0, 16, v);
+  } else {
+    int32_t w[2];
+    shard(shard_of(name)).read(st, 0, 8, w);
+    v[0] = w[0], v[1] = w[1];
+  }
+  if (v[0] < 0 || v[1] < 0) fail("{}: records [{}, {}], a negative size", where(name), v[0], v[1]);
+  if (v[0] != s[0] || v[1] != s[1])
+    fail("{}: records [{}, {}] but _packed and _scale describe {}", where(name), v[0], v[1],
+         shape_str(s));
+}
+
 void Checkpoint::read_int4_rows(const std::string& n, int64_t r0, int64_t r1, float* out) {
   std::vector<int64_t> s = shape(n);
   const int64_t cols = s[1], words = int4_words(cols), groups = cols / quant_.int4_group;
-  if (map_.count(n + "_shape")) {  // the release's record of the unpacked shape must agree
-    const TensorInfo& st = info(n + "_shape");
-    int32_t v[2] = {0, 0};
-    if (st.dtype != Dtype::kI32 || st.elements() != 2)
-      fail("{}: must be I32 [2], is {} {}", where(n + "_shape"), dtype_name(st.dtype),
-           shape_str(st.shape));
-    shard(shard_of(n + "_shape")).read(st, 0, 8, v);
-    if (v[0] != s[0] || v[1] != cols)
-      fail("{}: records [{}, {}] but _packed and _scale describe {}", where(n + "_shape"), v[0],
-           v[1], shape_str(s));
-  }
+  if (map_.count(n + "_shape")) check_int4_shape(n + "_shape", s);
   std::vector<int32_t> packed((size_t)((r1 - r0) * words));
   shard(shard_of(n + "_packed"))
       .read(info(n + "_packed"), (uint64_t)(r0 * words * 4), packed.size() * 4, packed.data());

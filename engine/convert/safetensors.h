@@ -90,7 +90,7 @@ enum class Stored { kPlain, kMxfp4, kFp8, kInt4 };
 // one model.safetensors. Shards are opened on first use. A DeepSeek-V3 / Kimi K2 release names
 // its MoE tensors under `mlp.` (experts as gate_proj/up_proj/down_proj); such a checkpoint lists
 // them under the engine's names (`block_sparse_moe.`, experts as w1/w3/w2) and reads them from
-// the release's (docs/CONVERTER.md §1.6).
+// the release's (docs/CONVERTER.md §1.2).
 class Checkpoint {
  public:
   // With `header_cache`, every shard header read is saved there, and a shard that has since
@@ -139,6 +139,7 @@ class Checkpoint {
   std::string where(std::string_view name);
   void read_fp8_rows(const std::string& name, int64_t r0, int64_t r1, float* out);
   void read_int4_rows(const std::string& name, int64_t r0, int64_t r1, float* out);
+  void check_int4_shape(const std::string& name, const std::vector<int64_t>& shape);
 
   std::filesystem::path dir_, cache_;
   WeightQuant quant_;
