@@ -72,4 +72,13 @@ int call_sequence(Grammar& g, size_t most, const std::function<int(size_t k)>& c
   return rest;
 }
 
+int answer_or_calls(Grammar& g, const Conversation& c, int answer,
+                    const std::function<int()>& calls) {
+  if (c.tools.empty() || c.tool_choice.kind == ToolChoice::Kind::kNone) return answer;
+  GrammarNode either;
+  either.kind = GrammarNode::Kind::kUnion;
+  either.children = {answer, calls()};
+  return g.add(std::move(either));
+}
+
 }  // namespace waste

@@ -43,6 +43,11 @@ size_t named_tool(const Conversation& c);
 // of the k-th (1-based).
 int call_sequence(Grammar& g, size_t most, const std::function<int(size_t k)>& call, int end);
 
+// The reply's `answer`; with tools on offer (tool_choice "auto") either it or the calls `calls`
+// builds, as an agent with a final-answer schema works with tools first.
+int answer_or_calls(Grammar& g, const Conversation& c, int answer,
+                    const std::function<int()>& calls);
+
 // How many calls one reply may make when parallel calls are allowed.
 inline constexpr size_t kMaxReplyCalls = 8;
 

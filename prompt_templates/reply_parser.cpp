@@ -34,6 +34,14 @@ void ReplyParser::emit(std::vector<ReplyEvent>& out, ReplyEvent e) {
   out.push_back(std::move(e));
 }
 
+std::string_view arguments_text(std::string_view text, bool& started) {
+  if (started) return text;
+  const std::size_t b = text.find_first_not_of(" \t\r\n");  // JSON's whitespace
+  if (b == std::string_view::npos) return {};
+  started = true;
+  return text.substr(b);
+}
+
 TokenId require_special(const Tokenizer& tok, std::string_view text) {
   std::optional<TokenId> id = tok.find_special(text);
   if (!id) fail<FormatError>("tokenizer: no special token {} (not the expected tokenizer?)", text);

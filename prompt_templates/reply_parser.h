@@ -32,6 +32,7 @@ struct ReplyEvent {
   std::string id;
   std::string name;
   bool end_of_message = false;
+  bool cut = false;  // kToolCallEnd: the reply ended inside the call and finish() closed it
 
   bool operator==(const ReplyEvent&) const = default;
 };
@@ -69,6 +70,10 @@ class ReplyParser {
  private:
   ParsedReply reply_;
 };
+
+// What a call's JSON arguments keep of `text`, the next piece of them: the whitespace before
+// their first character is dropped, and `started` turns true at that character.
+std::string_view arguments_text(std::string_view text, bool& started);
 
 // The id of a special token the parser needs; FormatError naming it when the tokenizer has none.
 TokenId require_special(const Tokenizer& tok, std::string_view text);

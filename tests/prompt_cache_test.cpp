@@ -271,7 +271,7 @@ TEST_P(PromptCacheTest, TheByteBoundIsKeptLeastRecentlyUsedFirst) {
 // The memory tier keeps one partial snapshot per prompt: a longer snapshot of the same positions
 // replaces it, a lasting one is never replaced by a partial one, and other prompts' are kept.
 TEST_P(PromptCacheTest, APartialSnapshotLastsUntilALongerOneOfItsPromptArrives) {
-  if (GetParam() == Arch::kK3) GTEST_SKIP() << "the policy does not depend on the model";
+  if (GetParam() != Arch::kKimiLinear) GTEST_SKIP() << "the policy does not depend on the model";
   const std::vector<int32_t> p = prompt(60), other = prompt(60, 1);
   auto prefix = [&](size_t n) { return std::vector<int32_t>(p.begin(), p.begin() + n); };
   PrefixCache c(1ull << 30);
@@ -289,6 +289,28 @@ TEST_P(PromptCacheTest, APartialSnapshotLastsUntilALongerOneOfItsPromptArrives) 
   EXPECT_EQ(c.size(), 4u);  // 10, 30, 40 and the other prompt's partial
   EXPECT_EQ(c.longest_prefix(prefix(35))->pos(), 30);
   EXPECT_EQ(c.longest_prefix(other)->pos(), 20);
+}
+
+// After a restart the disk does not say which snapshots were partial, so one it restores into
+// memory is replaced there by a longer snapshot of the same positions (the disk keeps its copy):
+// still one snapshot per prompt in memory.
+TEST_P(PromptCacheTest, ASnapshotRestoredFromDiskGivesWayToALongerOneInMemory) {
+  if (GetParam() != Arch::kKimiLinear) GTEST_SKIP() << "the policy does not depend on the model";
+  test::TempDir root;
+  const std::vector<int32_t> p = prompt(60);
+  auto prefix = [&](size_t n) { return std::vector<int32_t>(p.begin(), p.begin() + n); };
+  {
+    PrefixCache c(1ull << 30, open_cache(root.path()));
+    c.put(prefilled(prefix(20)), {}, SnapshotKind::kPartial);
+    c.disk()->flush();
+  }
+  PrefixCache c(1ull << 30, open_cache(root.path()));
+  EXPECT_EQ(c.longest_prefix(prefix(30))->pos(), 20);  // from the disk, now in memory too
+  EXPECT_EQ(c.size(), 1u);
+  c.put(prefilled(prefix(30)), {}, SnapshotKind::kPartial);
+  EXPECT_EQ(c.size(), 1u);
+  c.disk()->flush();
+  EXPECT_EQ(c.longest_prefix(prefix(25))->pos(), 20);  // the disk still has it
 }
 
 TEST_P(PromptCacheTest, AReadOnlyOrFullFolderSwitchesTheTierOff) {

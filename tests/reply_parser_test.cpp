@@ -294,6 +294,7 @@ TEST(K3ReplyStreaming, EventOrderForACall) {
                                    K::kEnd}));
   EXPECT_EQ(c.events[0].name, "f");
   EXPECT_EQ(c.calls[0].arguments, R"({"a": "x"})");
+  EXPECT_FALSE(c.events[5].cut);  // the model closed the call
   EXPECT_TRUE(c.events.back().end_of_message);
   EXPECT_TRUE(p.push(special("<|open|>")).empty());  // nothing after the end
   EXPECT_TRUE(p.finish().empty());
@@ -374,6 +375,12 @@ TEST(K3ReplyMalformed, TruncatedMidArgumentAndMidHeader) {
   ParsedReply r = parse_k3(head.ids());
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, R"({"city": "Par"})");
+  // finish() closed the call, not the model: its end says so (a Responses item is incomplete).
+  K3ReplyParser cut(k3(), {}, Rng(7));
+  const Collected c = stream(cut, head.ids());
+  ASSERT_GE(c.events.size(), 2u);
+  EXPECT_EQ(c.events[c.events.size() - 2].kind, ReplyEvent::Kind::kToolCallEnd);
+  EXPECT_TRUE(c.events[c.events.size() - 2].cut);
 
   r = parse_k3(Reply(head)
                    .close("argument")
@@ -612,6 +619,7 @@ TEST(K2Reply, ToolCallsStreamWithTheirIds) {
                          {"functions.search.web:1", "search.web", "{\"q\":\"x\"}"}}));
   EXPECT_TRUE(p->reply().end_of_message);
   EXPECT_EQ(c.ends, 1);
+  for (const ReplyEvent& e : c.events) EXPECT_FALSE(e.cut);  // the model closed both calls
   // Every cut of the reply is still a well-formed reading, and a prefix of the whole.
   for (size_t n = 0; n <= r.ids().size(); n++) {
     std::unique_ptr<ReplyParser> cut = k2_parser();
@@ -646,10 +654,15 @@ TEST(K2Reply, ACallCutInItsArgumentsKeepsWhatWasWritten) {
             (std::vector<ParsedToolCall>{{"functions.ls:0", "ls", "{}"}}));
   r.bytes("{\"dir\": \"sr");
   std::unique_ptr<ReplyParser> p = k2_parser();
-  const ParsedReply got = parse_reply(*p, r.ids());
+  const Collected c = stream(*p, r.ids());
+  const ParsedReply& got = p->reply();
   EXPECT_EQ(got.tool_calls,
             (std::vector<ParsedToolCall>{{"functions.ls:0", "ls", "{\"dir\": \"sr"}}));
   EXPECT_FALSE(got.end_of_message);
+  // finish() closed the call, not the model: its end says so (a Responses item is incomplete).
+  ASSERT_GE(c.events.size(), 2u);
+  EXPECT_EQ(c.events[c.events.size() - 2].kind, ReplyEvent::Kind::kToolCallEnd);
+  EXPECT_TRUE(c.events[c.events.size() - 2].cut);
 }
 
 // <think>…</think> is the think channel where the vocabulary has both as tokens (K2-Thinking);

@@ -289,7 +289,9 @@ TEST(ResponsesSink, ACutCallIsIncompleteWithItsArguments) {
   sink.on_event(reply_event(K::kToolCallEnd));
   sink.on_event(reply_event(K::kToolCallStart));
   sink.on_event(reply_event(K::kToolCallArguments, R"({"city": "Par"})"));
-  sink.on_event(reply_event(K::kToolCallEnd));
+  ReplyEvent closed_by_finish = reply_event(K::kToolCallEnd);
+  closed_by_finish.cut = true;
+  sink.on_event(closed_by_finish);
   sink.on_event(reply_event(K::kEnd));
   DecodeResult r;
   r.finish = Finish::kLength;
@@ -300,6 +302,34 @@ TEST(ResponsesSink, ACutCallIsIncompleteWithItsArguments) {
   EXPECT_EQ(std::string_view(e["output"].at(0)["status"]), "completed");
   EXPECT_EQ(std::string_view(e["output"].at(1)["status"]), "incomplete");
   EXPECT_EQ(std::string_view(e["output"].at(1)["arguments"]), R"({"city": "Par"})");
+}
+
+// A call the model closed before the budget ran out (its end arrived, the section end did not)
+// is completed; only the reply is incomplete.
+TEST(ResponsesSink, ACallTheModelClosedBeforeTheCutIsCompleted) {
+  using K = ReplyEvent::Kind;
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "body");
+    auto w = std::make_shared<test::RecordingWriter>();
+    ResponseObject head;
+    head.id = "resp_abc";
+    ResponsesSink sink(w, head, stream);
+    sink.begin();
+    sink.on_event(reply_event(K::kToolCallStart));
+    sink.on_event(reply_event(K::kToolCallArguments, R"({"city": "Paris"})"));
+    sink.on_event(reply_event(K::kToolCallEnd));
+    sink.on_event(reply_event(K::kEnd));
+    DecodeResult r;
+    r.finish = Finish::kLength;
+    sink.end(std::vector{r});
+    const std::string body =
+        stream ? w->named.back().second : w->calls.back().substr(w->calls.back().find('{'));
+    simdjson::dom::parser p;
+    simdjson::dom::element e = p.parse(body).value();
+    simdjson::dom::element resp = stream ? e["response"].value() : e;
+    EXPECT_EQ(std::string_view(resp["status"]), "incomplete");
+    EXPECT_EQ(std::string_view(resp["output"].at(0)["status"]), "completed");
+  }
 }
 
 // A silent stream (a long prefill) is kept alive with an SSE comment: a typed event would take a

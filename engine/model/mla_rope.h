@@ -1,4 +1,4 @@
-// MLA's rotary position embedding for the DeepSeek-V3 family (docs/MODEL.md §5.1): per-pair
+// MLA's rotary position embedding for the DeepSeek-V3 family (docs/MODEL.md §5.0): per-pair
 // frequencies with YaRN's ramp, and the attention-scale correction YaRN asks for.
 #pragma once
 

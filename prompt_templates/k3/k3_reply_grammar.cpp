@@ -74,21 +74,13 @@ std::shared_ptr<Grammar> required_call(const Conversation& c, bool thinking) {
   return g;
 }
 
-// The reply holds to response_format. With tools on offer (tool_choice "auto") it may instead
-// call them, as an agent with a final-answer schema works with tools first.
+// The reply holds to response_format, or calls the tools on offer (answer_or_calls).
 std::shared_ptr<Grammar> response_format(const Conversation& c, bool thinking) {
   auto g = std::make_shared<Grammar>();
   std::vector<int> parts = thinking ? think_channel(*g) : std::vector<int>{};
-  int answer = g->seq({response_value(*g, c.response_format),
-                       g->literal(close_tag(k3::kResponse) + k3::message_end())});
-  if (c.tools.empty() || c.tool_choice.kind == ToolChoice::Kind::kNone) {
-    parts.push_back(answer);
-  } else {
-    GrammarNode either;
-    either.kind = GrammarNode::Kind::kUnion;
-    either.children = {answer, tool_calls(*g, c)};
-    parts.push_back(g->add(std::move(either)));
-  }
+  const int answer = g->seq({response_value(*g, c.response_format),
+                             g->literal(close_tag(k3::kResponse) + k3::message_end())});
+  parts.push_back(answer_or_calls(*g, c, answer, [&] { return tool_calls(*g, c); }));
   g->root = g->seq(parts);
   return g;
 }

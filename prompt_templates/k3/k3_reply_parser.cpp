@@ -245,13 +245,8 @@ void K3ReplyParser::State::loose_text(const std::string& text, std::vector<Reply
 
 void K3ReplyParser::State::raw_arguments(const std::string& text, std::vector<ReplyEvent>& out) {
   if (!call_.open || call_.dropped || call_.mode != Call::Mode::kRaw) return;
-  std::string_view piece = text;
-  if (!raw_started_) {
-    const std::size_t b = piece.find_first_not_of(" \t\r\n");
-    if (b == std::string_view::npos) return;
-    piece.remove_prefix(b);
-    raw_started_ = true;
-  }
+  const std::string_view piece = arguments_text(text, raw_started_);
+  if (piece.empty()) return;
   text_event(out, ReplyEvent::Kind::kToolCallArguments, std::string(piece));
 }
 
@@ -352,6 +347,7 @@ void K3ReplyParser::State::close_call(std::vector<ReplyEvent>& out) {
     ReplyEvent e;
     e.kind = ReplyEvent::Kind::kToolCallEnd;
     e.tool_index = call_.index;
+    e.cut = done_;
     emit(out, std::move(e));
   }
   call_.open = false;
@@ -359,10 +355,10 @@ void K3ReplyParser::State::close_call(std::vector<ReplyEvent>& out) {
 
 void K3ReplyParser::State::finish(bool end_of_message, std::vector<ReplyEvent>& out) {
   if (done_) return;
+  done_ = true;  // what is still open now is closed by the reply's end, not by the model
   flush_text(out);
   header_.reset();  // a tag cut off before its <|sep|> says nothing usable
   while (!stack_.empty()) pop(out);
-  done_ = true;
   ReplyEvent e;
   e.kind = ReplyEvent::Kind::kEnd;
   e.end_of_message = end_of_message;

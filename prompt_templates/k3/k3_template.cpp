@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/ascii.h"
 #include "engine/base/error.h"
 #include "prompt_templates/k3/k3_markup.h"
 #include "protocol/json/python_json.h"
@@ -21,14 +22,6 @@ using k3::kSep;
 constexpr std::string_view kFence = "```";
 
 using Attrs = std::vector<std::pair<std::string, std::string>>;
-
-// Python's str.strip() for the encoder's own note bodies (ASCII whitespace is all they can hold).
-std::string strip(std::string_view s) {
-  const std::string_view ws = " \t\n\r\f\v";
-  const std::size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  return std::string(s.substr(b, s.find_last_not_of(ws) - b + 1));
-}
 
 // `&` first, so the ampersand of `&quot;` is not escaped again; nothing else is escaped.
 std::string escape_attr(std::string_view v) {
@@ -204,7 +197,7 @@ class K3Writer {
   // An encoder note: a system message with a `type`, body stripped.
   void note(std::string_view type, std::string_view body) {
     open(k3::kMessage, {{"role", "system"}, {"type", std::string(type)}});
-    text(strip(body));
+    text(std::string(trim(body)));  // as Python's str.strip(): a note's whitespace is ASCII
     end_message();
   }
 

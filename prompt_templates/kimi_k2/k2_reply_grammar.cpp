@@ -86,21 +86,13 @@ std::shared_ptr<Grammar> required_call(const Conversation& c, const K2GrammarOpt
   return g;
 }
 
-// The reply holds to response_format; with tools on offer (tool_choice "auto") it may call them
-// instead, as an agent with a final-answer schema works with tools first.
+// The reply holds to response_format, or calls the tools on offer (answer_or_calls).
 std::shared_ptr<Grammar> response_format(const Conversation& c, const K2GrammarOptions& o) {
   auto g = std::make_shared<Grammar>();
   std::vector<int> parts = think_channel(*g, o);
   const int answer =
       g->seq({response_value(*g, c.response_format), g->literal(std::string(k2::kEnd))});
-  if (c.tools.empty() || c.tool_choice.kind == ToolChoice::Kind::kNone) {
-    parts.push_back(answer);
-  } else {
-    GrammarNode either;
-    either.kind = GrammarNode::Kind::kUnion;
-    either.children = {answer, tool_calls(*g, c)};
-    parts.push_back(g->add(std::move(either)));
-  }
+  parts.push_back(answer_or_calls(*g, c, answer, [&] { return tool_calls(*g, c); }));
   g->root = g->seq(parts);
   return g;
 }

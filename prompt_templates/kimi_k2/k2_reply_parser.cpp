@@ -3,21 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/base/ascii.h"
 #include "engine/tokenizer/pretokenizer.h"
 #include "prompt_templates/kimi_k2/k2_markup.h"
 
 namespace waste {
-
-namespace {
-
-std::string_view trim(std::string_view s) {
-  const std::string_view ws = " \t\r\n";
-  const std::size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
-}  // namespace
 
 std::string k2_function_name(std::string_view id) {
   std::string_view s = trim(id);
@@ -139,13 +129,8 @@ void K2ReplyParser::State::route(const std::string& text, std::vector<ReplyEvent
       return text_event(out, ReplyEvent::Kind::kReasoning, text);
     case Where::kArguments: {
       if (!call_open_) return;
-      std::string_view piece = text;
-      if (!wrote_arguments_) {
-        const std::size_t b = piece.find_first_not_of(" \t\r\n");
-        if (b == std::string_view::npos) return;
-        piece.remove_prefix(b);
-        wrote_arguments_ = true;
-      }
+      const std::string_view piece = arguments_text(text, wrote_arguments_);
+      if (piece.empty()) return;
       return text_event(out, ReplyEvent::Kind::kToolCallArguments, std::string(piece));
     }
     case Where::kSection:
@@ -178,18 +163,19 @@ void K2ReplyParser::State::end_call(std::vector<ReplyEvent>& out) {
   ReplyEvent e;
   e.kind = ReplyEvent::Kind::kToolCallEnd;
   e.tool_index = index_;
+  e.cut = done_;
   emit(out, std::move(e));
 }
 
 void K2ReplyParser::State::finish(bool end_of_message, std::vector<ReplyEvent>& out) {
   if (done_) return;
+  done_ = true;  // what is still open now is closed by the reply's end, not by the model
   if (where_ == Where::kId) {
     start_call(out);  // cut off before its arguments: the call is still named
   } else {
     route(decoder_.flush(), out);
   }
   end_call(out);
-  done_ = true;
   ReplyEvent e;
   e.kind = ReplyEvent::Kind::kEnd;
   e.end_of_message = end_of_message;

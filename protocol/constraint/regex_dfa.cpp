@@ -6,6 +6,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "engine/base/ascii.h"
 #include "engine/base/error.h"
 
 namespace waste {
@@ -243,11 +244,7 @@ class Parser {
         if (i_ + 4 > p_.size()) bad("truncated \\u escape");
         int v = 0;
         for (int k = 0; k < 4; ++k) {
-          char h = p_[i_++];
-          int d = h >= '0' && h <= '9'   ? h - '0'
-                  : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                  : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                         : -1;
+          const int d = hex_value(p_[i_++]);
           if (d < 0) bad("bad \\u escape");
           v = v * 16 + d;
         }

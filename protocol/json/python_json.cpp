@@ -8,6 +8,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "engine/base/ascii.h"
 #include "engine/base/error.h"
 #include "protocol/json/json_document.h"
 
@@ -188,11 +189,7 @@ bool Reader::hex4(std::uint32_t& cp) {
   if (pos_ + 4 > s_.size()) return false;
   cp = 0;
   for (int k = 0; k < 4; k++) {
-    const char c = s_[pos_++];
-    int d = c >= '0' && c <= '9'   ? c - '0'
-            : c >= 'a' && c <= 'f' ? c - 'a' + 10
-            : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                   : -1;
+    const int d = hex_value(s_[pos_++]);
     if (d < 0) return false;
     cp = cp * 16 + (std::uint32_t)d;
   }

@@ -114,7 +114,7 @@ class Config:
         self._check()
 
     def _read_rope(self, c):
-        """MLA rotary (docs/MODEL.md §5.1): on unless mla_use_nope is true.
+        """MLA rotary (docs/MODEL.md §5.0): on unless mla_use_nope is true.
         Sets rope_inv_freq (one per pair; None = no rotation) and att_mul."""
         self.rope_inv_freq, self.att_mul = None, 1.0
         nope = c.get("mla_use_nope")

@@ -164,7 +164,7 @@ def kda_layer(ct, L, u, st):
 
 def rotate(x, inv_freq, pos):
     """Rotary embedding on interleaved pairs: (x[2j], x[2j+1]) read as the complex
-    number x[2j] + i x[2j+1], multiplied by e^(i pos inv_freq[j]) (docs/MODEL.md §5.1)."""
+    number x[2j] + i x[2j+1], multiplied by e^(i pos inv_freq[j]) (docs/MODEL.md §5.0)."""
     z = (x[..., 0::2] + 1j * x[..., 1::2]) * np.exp(1j * pos * inv_freq)
     out = np.empty_like(x)
     out[..., 0::2], out[..., 1::2] = z.real, z.imag

@@ -37,30 +37,6 @@ std::string random_id(const char* prefix) {
   return fmt::format("{}{:016x}{:08x}", prefix, gen(), (uint32_t)gen());
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// A path segment with its %XX escapes decoded (a client asks for "claude-opus-4-8%5B1m%5D"); a
-// '%' that starts no escape stays as it is.
-std::string percent_decoded(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const int hi = s[i] == '%' && i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
-    const int lo = hi >= 0 ? hex_value(s[i + 2]) : -1;
-    if (lo < 0) {
-      out += s[i];
-      continue;
-    }
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
-
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -226,7 +202,7 @@ void Api::models(const http::Request&, Writer w) {
 // for any other.
 void Api::model(const http::Request& r, Writer w) {
   if (not_ready(w)) return;
-  const std::string id = percent_decoded(r.path.substr(std::string("/v1/models/").size()));
+  const std::string id = r.path.substr(std::string("/v1/models/").size());  // decoded by http
   std::string name;
   try {
     if (id.empty()) throw ApiError(404, "the model '' does not exist", "model", "model_not_found");

@@ -40,6 +40,7 @@ void ResponsesSink::open_item(OutputItem item) {
   item.id = fmt::format("{}_{}_{}", prefix(item.kind), r_.id.substr(5), ids_++);
   r_.output.push_back(std::move(item));
   open_ = true;
+  ended_ = false;
   if (!started_) return;
   const size_t at = r_.output.size() - 1;
   const OutputItem& it = r_.output.back();
@@ -58,7 +59,7 @@ void ResponsesSink::close_item(bool cut) {
   OutputItem& it = r_.output.back();
   if (it.kind == Kind::kFunctionCall && it.arguments.empty()) it.arguments = "{}";
   it.done = true;
-  it.cut = cut;
+  it.cut = cut && !ended_;
   if (!started_) return;
   const size_t at = r_.output.size() - 1;
   switch (it.kind) {
@@ -122,8 +123,11 @@ void ResponsesSink::on_event(const ReplyEvent& e) {
     case ReplyEvent::Kind::kToolCallArguments:
       return append(Kind::kFunctionCall, e.text);
     case ReplyEvent::Kind::kToolCallEnd:
+      ended_ = open_ && !e.cut;
+      return;  // the item stays open until the next one or end(), but a cut no longer reaches it
     case ReplyEvent::Kind::kEnd:
-      return;  // the item stays open until the next one or end(), which knows whether it was cut
+      if (e.end_of_message) ended_ = open_;
+      return;
   }
 }
 

@@ -40,6 +40,9 @@ class ResponsesSink final : public JobSink {
   // r_.output.back() is not finished yet: it may still receive text, and the item open when the
   // reply ends is the one a cut left incomplete, so only the next item or end() closes it.
   bool open_ = false;
+  // The open item's end arrived (a call's kToolCallEnd, the model's end token): a budget that runs
+  // out before the next item or end() cut nothing in it, so it closes completed.
+  bool ended_ = false;
   int64_t seq_ = 0;
   size_t ids_ = 0;             // output items numbered so far, for their ids
   int64_t unread_tokens_ = 0;  // tokens chosen since the last event

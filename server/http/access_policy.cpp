@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/ascii.h"
+
 namespace waste::http {
 
 namespace {
@@ -21,11 +23,8 @@ bool iequals_prefix(std::string_view s, std::string_view prefix) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+// HTTP's optional whitespace around a header value.
+constexpr std::string_view kOws = " \t";
 
 bool is_header_value(std::string_view s) {
   return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
@@ -44,7 +43,7 @@ bool constant_time_equal(std::string_view given, std::string_view key) {
 
 // The Host header's name: without the port, without IPv6 brackets, lower case.
 std::string host_name(std::string_view h) {
-  h = trim(h);
+  h = trim(h, kOws);
   if (!h.empty() && h.front() == '[') {
     size_t close = h.find(']');
     h = close == std::string_view::npos ? h.substr(1) : h.substr(1, close - 1);
@@ -89,7 +88,7 @@ bool AccessPolicy::content_type_allowed(const Request& r) const {
   if (r.method != "POST" || r.body.empty()) return true;
   const std::string* type = header(r, "content-type");
   if (!type) return true;
-  std::string t(trim(std::string_view(*type).substr(0, type->find(';'))));
+  std::string t(trim(std::string_view(*type).substr(0, type->find(';')), kOws));
   for (char& c : t) c = (char)std::tolower((unsigned char)c);
   if (t == "application/json" || t.ends_with("+json")) return true;
   const std::string* origin = header(r, "origin");
@@ -132,9 +131,10 @@ std::optional<PolicyAnswer> AccessPolicy::check(const Request& r,
     const std::string* auth = header(r, "authorization");
     std::string_view token;
     if (auth && auth->size() > 7 && iequals_prefix(*auth, "bearer "))
-      token = trim(std::string_view(*auth).substr(7));
+      token = trim(std::string_view(*auth).substr(7), kOws);
     // Anthropic's SDKs send the key as x-api-key.
-    if (const std::string* key = header(r, "x-api-key"); token.empty() && key) token = trim(*key);
+    if (const std::string* key = header(r, "x-api-key"); token.empty() && key)
+      token = trim(*key, kOws);
     if (token.empty() || !constant_time_equal(token, opt_.api_key)) return refuse_key(token);
   }
   if (!content_type_allowed(r))

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "engine/base/platform.h"
+#include "server/http/percent_decoding.h"
 
 namespace waste::http::detail {
 
@@ -579,6 +580,17 @@ const Handler* find_handler(const std::map<std::string, Handler>& handlers,
 }  // namespace
 
 void Connection::route(const std::shared_ptr<Writer>& w) {
+  std::optional<std::string> path = percent_decoded(request_.path);
+  if (!path) {
+    w->send(400, kJson,
+            shared_->error_body(request_.path, 400,
+                                fmt::format("bad %-escape in the request path {}: '%' must be "
+                                            "followed by two hexadecimal digits",
+                                            request_.path),
+                                ""));
+    return;
+  }
+  request_.path = std::move(*path);
   const Request& r = request_;
   const auto path_it = find_route(shared_->routes, r.path);
 

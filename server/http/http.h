@@ -16,7 +16,7 @@ namespace waste::http {
 
 struct Request {
   std::string method;                          // "GET", "POST", ...
-  std::string path;                            // target without the query string
+  std::string path;                            // target without the query, %XX decoded
   std::string query;                           // after '?', undecoded
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;

@@ -33,9 +33,11 @@ std::optional<Session> PrefixCache::longest_prefix(std::span<const int32_t> prom
   const int64_t in_memory = found ? found->pos() : 0;
   if (disk_)
     if (std::optional<Session> s = disk_->longest_prefix(want, in_memory)) {
-      // The next turn finds it in memory; the disk has it already.
+      // The next turn finds it in memory; the disk has it already. The disk does not say whether
+      // it was partial, so memory lets a longer snapshot of its positions replace it: the disk
+      // keeps its copy either way.
       want.resize((size_t)s->pos());
-      remember(std::make_shared<const Session>(*s), std::move(want), SnapshotKind::kLasting);
+      remember(std::make_shared<const Session>(*s), std::move(want), SnapshotKind::kPartial);
       return s;
     }
   std::lock_guard<std::mutex> lock(mu_);

@@ -12,7 +12,8 @@
 // A partial snapshot (a prefill cut short, so that its retry resumes there) lies at no message
 // boundary, so nothing but a longer run of the same prompt can use it: the memory tier keeps it
 // only until a longer snapshot of the same positions arrives, so a request cancelled and retried
-// several times holds one partial snapshot, not one per try.
+// several times holds one partial snapshot, not one per try. A snapshot restored from disk is
+// treated so too (the disk does not record which were partial, and it keeps its own copy).
 #pragma once
 
 #include <atomic>
