@@ -19,10 +19,10 @@ namespace fs = std::filesystem;
 
 // A one-turn `codex exec` with the README's config.toml completes: the provider's key is sent as a
 // bearer token, the turn is one Responses request with Codex's own instructions, tools and
-// --output-schema, and the final message Codex prints is the schema's value. The daemon's seed makes the run repeatable; on
-// random weights a reply that calls one of Codex's tools instead is served the same way (Codex
-// runs it and asks again), so the test checks what the user sees, not which path the noise took.
-// It runs on each family: K3 and Kimi K2's format (a tiny Kimi-Linear).
+// --output-schema, and the final message Codex prints is the schema's value. The daemon's seed
+// makes the run repeatable; on random weights a reply that calls one of Codex's tools instead is
+// served the same way (Codex runs it and asks again), so the test checks what the user sees, not
+// which path the noise took. It runs on each family: K3 and Kimi K2's format (a tiny Kimi-Linear).
 class AgentCli : public ::testing::TestWithParam<Arch> {};
 
 TEST_P(AgentCli, CodexExecCompletesOneTurnThroughTheResponsesApi) {

@@ -167,21 +167,26 @@ TEST_F(ConvertTest, KimiLinearConvertsAndRuns) {
   EXPECT_LT(sp.find("1000"), sp.find("1001"));  // sorted by id
 }
 
+// scripts/reference/trunk_bytes.py: plain numpy with its own decoders (fp8 included)
+// re-derives every trunk byte from the release's tensors.
+void expect_trunk_bytes_rederived(const fs::path& out, const fs::path& src) {
+  std::string log;
+  int rc = test::run_command(
+      "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/trunk_bytes.py").string() +
+          " " + out.string() + " " + src.string(),
+      &log);
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find(" 0 differ"), std::string::npos) << log;
+  std::printf("  %s", log.c_str());
+}
+
 // Trunk bytes equal what the original converter's arithmetic gives (docs/CONVERTER.md §1.4,
 // measured there to match convert.py), re-derived by an independent numpy script.
 TEST_F(ConvertTest, TrunkBytesMatchTheOriginalConverterArithmetic) {
   fs::path k3 = dir_->path() / "k3-trunk";
   convert(quick(k3_src(), k3));
-  for (auto [out, src] : {std::pair{kl_ref(), kl_src()}, std::pair{k3, k3_src()}}) {
-    std::string log;
-    int rc = test::run_command(
-        "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/trunk_bytes.py").string() +
-            " " + out.string() + " " + src.string(),
-        &log);
-    EXPECT_EQ(rc, 0) << log;
-    EXPECT_NE(log.find(" 0 differ"), std::string::npos) << log;
-    std::printf("%s", log.c_str());
-  }
+  for (auto [out, src] : {std::pair{kl_ref(), kl_src()}, std::pair{k3, k3_src()}})
+    expect_trunk_bytes_rederived(out, src);
 }
 
 TEST_F(ConvertTest, K3WithMxfp4AndVisionConvertsAndRuns) {
@@ -681,19 +686,6 @@ void expect_k2_container_matches_reference(const fs::path& out) {
   EXPECT_EQ(got_ids, want);
   std::printf("  %s: logits max |d| %.3g of max |logit| %.3g vs the float64 reference\n",
               out.filename().c_str(), max_diff, max_abs);
-}
-
-// scripts/reference/trunk_bytes.py: plain numpy with its own fp8 decoder re-derives every trunk
-// byte from the release's tensors.
-void expect_trunk_bytes_rederived(const fs::path& out, const fs::path& src) {
-  std::string log;
-  int rc = test::run_command(
-      "/usr/bin/python3 " + (test::source_dir() / "scripts/reference/trunk_bytes.py").string() +
-          " " + out.string() + " " + src.string(),
-      &log);
-  EXPECT_EQ(rc, 0) << log;
-  EXPECT_NE(log.find(" 0 differ"), std::string::npos) << log;
-  std::printf("  %s", log.c_str());
 }
 
 TEST_F(ConvertTest, E4m3DecodesEveryCodeByItsDefinition) {

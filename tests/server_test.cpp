@@ -506,8 +506,8 @@ TEST_F(ServerTest, AK2ThinkChannelFollowsTheRequestUnlessTheServerForbidsIt) {
     EXPECT_FALSE(replied_with_reasoning(d->port(), chat, json));
     EXPECT_TRUE(replied_with_reasoning(d->port(), chat, json + R"(,"reasoning_effort":"low")"));
     EXPECT_FALSE(replied_with_reasoning(d->port(), responses, text_json));
-    EXPECT_TRUE(
-        replied_with_reasoning(d->port(), responses, text_json + R"(,"reasoning":{"effort":"low"})"));
+    EXPECT_TRUE(replied_with_reasoning(d->port(), responses,
+                                       text_json + R"(,"reasoning":{"effort":"low"})"));
   }
   {
     auto d = start({k2t.string()});
@@ -517,8 +517,8 @@ TEST_F(ServerTest, AK2ThinkChannelFollowsTheRequestUnlessTheServerForbidsIt) {
   {
     auto d = start({k2t.string(), "--thinking", "never"});
     EXPECT_FALSE(replied_with_reasoning(d->port(), chat, json + R"(,"thinking":true)"));
-    EXPECT_FALSE(
-        replied_with_reasoning(d->port(), responses, text_json + R"(,"reasoning":{"effort":"high"})"));
+    EXPECT_FALSE(replied_with_reasoning(d->port(), responses,
+                                        text_json + R"(,"reasoning":{"effort":"high"})"));
   }
 }
 
