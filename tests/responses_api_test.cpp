@@ -19,6 +19,18 @@ ResponsesRequest parse(const std::string& body) {
   return parse_responses_request(body, {100, 0, 8});
 }
 
+// Ends `sink` as a reply that stopped for `finish`.
+void end_with(ResponsesSink& sink, Finish finish) {
+  DecodeResult r;
+  r.finish = finish;
+  sink.end(std::vector{r});
+}
+
+// The last thing the sink wrote as JSON: the response body, or the stream's closing event.
+std::string last_json(const test::RecordingWriter& w, bool stream) {
+  return stream ? w.named.back().second : w.calls.back().substr(w.calls.back().find('{'));
+}
+
 std::string refusal(const std::string& body) {
   try {
     parse(body);
@@ -202,9 +214,7 @@ TEST(ResponsesSink, StreamOrderAndIncomplete) {
   sink.on_event(reply_event(K::kToolCallArguments, "{}"));
   sink.on_event(reply_event(K::kToolCallEnd));
   sink.on_event(reply_event(K::kEnd));
-  DecodeResult r;
-  r.finish = Finish::kLength;
-  sink.end(std::vector{r});
+  end_with(sink, Finish::kLength);
   EXPECT_EQ(w->names(), (std::vector<std::string>{
                             "response.created",
                             "response.in_progress",
@@ -251,11 +261,8 @@ TEST(ResponsesSink, TheItemACutLeftIsIncomplete) {
       sink.on_event(reply_event(K::kReasoning, "r"));
       sink.on_event(reply_event(K::kContent, "partial"));
       sink.on_event(reply_event(K::kEnd));
-      DecodeResult r;
-      r.finish = finish;
-      sink.end(std::vector{r});
-      const std::string body =
-          stream ? w->named.back().second : w->calls.back().substr(w->calls.back().find('{'));
+      end_with(sink, finish);
+      const std::string body = last_json(*w, stream);
       simdjson::dom::parser p;
       simdjson::dom::element e = p.parse(body).value();
       simdjson::dom::element resp = stream ? e["response"].value() : e;
@@ -293,12 +300,9 @@ TEST(ResponsesSink, ACutCallIsIncompleteWithItsArguments) {
   closed_by_finish.cut = true;
   sink.on_event(closed_by_finish);
   sink.on_event(reply_event(K::kEnd));
-  DecodeResult r;
-  r.finish = Finish::kLength;
-  sink.end(std::vector{r});
-  const std::string& call = w->calls.back();
+  end_with(sink, Finish::kLength);
   simdjson::dom::parser p;
-  simdjson::dom::element e = p.parse(call.substr(call.find('{'))).value();
+  simdjson::dom::element e = p.parse(last_json(*w, false)).value();
   EXPECT_EQ(std::string_view(e["output"].at(0)["status"]), "completed");
   EXPECT_EQ(std::string_view(e["output"].at(1)["status"]), "incomplete");
   EXPECT_EQ(std::string_view(e["output"].at(1)["arguments"]), R"({"city": "Par"})");
@@ -319,11 +323,8 @@ TEST(ResponsesSink, ACallTheModelClosedBeforeTheCutIsCompleted) {
     sink.on_event(reply_event(K::kToolCallArguments, R"({"city": "Paris"})"));
     sink.on_event(reply_event(K::kToolCallEnd));
     sink.on_event(reply_event(K::kEnd));
-    DecodeResult r;
-    r.finish = Finish::kLength;
-    sink.end(std::vector{r});
-    const std::string body =
-        stream ? w->named.back().second : w->calls.back().substr(w->calls.back().find('{'));
+    end_with(sink, Finish::kLength);
+    const std::string body = last_json(*w, stream);
     simdjson::dom::parser p;
     simdjson::dom::element e = p.parse(body).value();
     simdjson::dom::element resp = stream ? e["response"].value() : e;

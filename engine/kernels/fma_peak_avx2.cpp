@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "engine/kernels/fma_peak.h"
+#include "engine/kernels/fma_peak_body.h"
 
 namespace waste {
 
@@ -13,30 +14,21 @@ double fma_loop_avx512(int64_t rounds);  // fma_peak_avx512.cpp
 
 namespace {
 
-// Two fma ports with a latency of 4 need 8 chains in flight; 12 leave room and fit the 16
-// registers beside the two constants.
-constexpr int kChains = 12;
-
-double fma_loop_avx2(int64_t rounds) {
-  const __m256 b = _mm256_set1_ps(1e-6f), m = _mm256_set1_ps(0.5f);
-  __m256 acc[kChains];
-#pragma GCC unroll 32
-  for (int c = 0; c < kChains; c++) acc[c] = _mm256_set1_ps((float)c);
-  for (int64_t r = 0; r < rounds; r++)
-#pragma GCC unroll 32  // every chain in its own register
-    for (int c = 0; c < kChains; c++) acc[c] = _mm256_fmadd_ps(b, m, acc[c]);
-  __m256 sum = acc[0];
-#pragma GCC unroll 32
-  for (int c = 1; c < kChains; c++) sum = _mm256_add_ps(sum, acc[c]);
-  // Keeps the chains' results live without a store in the loop.
-  __asm__ volatile("" : : "x"(sum));
-  return 2.0 * 8 * kChains * (double)rounds;
-}
+struct Avx2 {
+  using Reg = __m256;
+  static constexpr int kLanes = 8;
+  static Reg set1(float x) { return _mm256_set1_ps(x); }
+  static Reg fma(Reg b, Reg m, Reg acc) { return _mm256_fmadd_ps(b, m, acc); }
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  static void keep(Reg x) { __asm__ volatile("" : : "x"(x)); }
+};
 
 }  // namespace
 
+// Two fma ports with a latency of 4 need 8 chains in flight; 12 leave room and fit the 16
+// registers beside the two constants.
 double fma_loop(Isa isa, int64_t rounds) {
-  return isa == Isa::kAvx512 ? detail::fma_loop_avx512(rounds) : fma_loop_avx2(rounds);
+  return isa == Isa::kAvx512 ? detail::fma_loop_avx512(rounds) : fma_chains<Avx2, 12>(rounds);
 }
 
 }  // namespace waste
