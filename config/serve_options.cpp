@@ -44,7 +44,16 @@ const std::vector<ServeOption>& options() {
     };
     for (ServeOption& e : engine_options()) table.push_back(std::move(e));
     std::vector<ServeOption> rest = {
-        {{"--queue", "WASTE_QUEUE", "queue", "requests that may wait (default 16; more get 429)"},
+        {{"--parallel", "WASTE_PARALLEL", "parallel",
+          "conversations run at once, sharing each step's expert reads (default: as many as "
+          "the RAM plan fits beside the budget, at most 4)"},
+         [](ServeOptions& o, const std::string& v) { o.parallel = (int)option_int(v, 1, 256); }},
+        {{"--step-tokens", "WASTE_STEP_TOKENS", "step_tokens",
+          "prompt tokens one shared step takes, beside every conversation's next token "
+          "(default: the prefill window)"},
+         [](ServeOptions& o, const std::string& v) { o.step_tokens = option_int(v, 1, 1 << 20); }},
+        {{"--queue", "WASTE_QUEUE", "queue",
+          "requests that may wait for a slot (default 16; more get 429)"},
          [](ServeOptions& o, const std::string& v) { o.queue = (size_t)option_int(v, 0, 100000); }},
         {{"--max-body", "WASTE_MAX_BODY", "max_body", "largest request body (default 32M)"},
          [](ServeOptions& o, const std::string& v) { o.max_body = parse_bytes(v); }},

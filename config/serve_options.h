@@ -19,7 +19,9 @@ struct ServeOptions {
   int port = 8000;
   std::string api_key;
   EngineOptions engine;           // budget, ctx, threads, chunk, lookahead, I/O, policy, verify
-  size_t queue = 16;              // waiting requests beyond the running one
+  int parallel = 0;               // conversations at once (0: as many as the RAM plan fits)
+  int64_t step_tokens = 0;        // prompt tokens per shared step (0: the prefill window)
+  size_t queue = 16;              // waiting requests beyond the running ones
   uint64_t max_body = 32u << 20;  // request body bytes
   int64_t max_tokens = 0;         // cap on max_tokens (0: the context is the cap)
   int64_t default_max_tokens = 4096;

@@ -379,6 +379,117 @@ TEST_P(ForwardTest, TheKernelClockCountsBothKindsWithinTheWallTime) {
   EXPECT_LE(both.trunk + both.experts, wall);
 }
 
+// Several conversations in one step (Model::step, how the daemon's parallel slots run): each gets
+// the logits and state it gets alone, whatever its neighbours, their order and their lengths —
+// prefill pieces long enough for the batched expert path beside single decode tokens, one with
+// an image row (an embedding override) — on several weight seeds, then a step of decode tokens
+// only (short enough to predict the next layer's experts for all of them at once).
+TEST_P(ForwardTest, AConversationInASharedStepGetsItsAloneBits) {
+  for (uint64_t seed : {5, 41}) {
+    test::TempDir d;
+    write_synthetic(d / "m", {GetParam(), "tiny", seed});
+    auto c = Container::open(d / "m");
+    const int64_t V = c->config().vocab, hid = c->config().hidden;
+    struct Conv {
+      std::vector<int32_t> history, piece, next;
+      int64_t image_at = -1;  // an override at this index of `piece`
+    };
+    auto ids = [&](int n, int salt) {
+      std::vector<int32_t> v;
+      for (int i = 0; i < n; i++) v.push_back((int32_t)((i * 53 + salt * 17 + 5) % V));
+      return v;
+    };
+    const std::vector<Conv> convs = {{{}, ids(20, 1), ids(1, 2)},
+                                     {ids(30, 3), ids(1, 4), ids(1, 5)},
+                                     {ids(7, 6), ids(7, 7), ids(1, 8)},
+                                     {ids(3, 9), ids(9, 10), ids(1, 11), 4}};
+    std::vector<float> image(hid);
+    for (int64_t i = 0; i < hid; i++) image[i] = std::sin(0.37f * (float)i + (float)seed);
+    auto overrides = [&](const Conv& k) {
+      std::vector<EmbeddingOverride> e;
+      if (k.image_at >= 0) e.push_back({k.image_at, image.data()});
+      return e;
+    };
+    ModelOptions o;
+    o.chunk = 8;
+    // Alone: each conversation's logits after its piece and after its next token, and its state.
+    std::vector<std::vector<float>> want_piece, want_next;
+    std::vector<std::string> want_state;
+    for (const Conv& k : convs) {
+      Model m(*c, o);
+      Session s = m.new_session(128);
+      std::vector<float> l(V);
+      if (!k.history.empty()) m.forward(s, k.history, nullptr);
+      m.forward(s, k.piece, l.data(), overrides(k));
+      want_piece.push_back(l);
+      m.forward(s, k.next, l.data());
+      want_next.push_back(l);
+      want_state.push_back(s.serialize());
+    }
+    for (bool reversed : {false, true}) {
+      Model m(*c, o);
+      std::vector<Session> ss;
+      for (const Conv& k : convs) {
+        ss.push_back(m.new_session(128));
+        if (!k.history.empty()) m.forward(ss.back(), k.history, nullptr);
+      }
+      std::vector<std::vector<float>> got(convs.size(), std::vector<float>(V));
+      std::vector<std::vector<EmbeddingOverride>> emb;
+      for (const Conv& k : convs) emb.push_back(overrides(k));
+      auto step = [&](bool first) {
+        std::vector<StepPiece> pieces;
+        for (size_t i = 0; i < convs.size(); i++) {
+          const Conv& k = convs[i];
+          pieces.push_back({&ss[i], first ? std::span(k.piece) : std::span(k.next), got[i].data(),
+                            first ? std::span<const EmbeddingOverride>(emb[i])
+                                  : std::span<const EmbeddingOverride>()});
+        }
+        if (reversed) std::reverse(pieces.begin(), pieces.end());
+        m.step(pieces);
+      };
+      step(true);
+      for (size_t i = 0; i < convs.size(); i++)
+        EXPECT_EQ(got[i], want_piece[i]) << "seed " << seed << " conversation " << i;
+      step(false);
+      for (size_t i = 0; i < convs.size(); i++) {
+        EXPECT_EQ(got[i], want_next[i]) << "seed " << seed << " conversation " << i << " next";
+        EXPECT_TRUE(ss[i].serialize() == want_state[i]) << "seed " << seed << " conversation " << i;
+      }
+    }
+  }
+}
+
+// A bad piece is refused before anything runs, so its neighbours' sessions stay as they were.
+TEST_P(ForwardTest, AStepWithABadPieceRunsNothing) {
+  auto c = open();
+  Model m(*c);
+  Session a = m.new_session(16), b = m.new_session(4);
+  const std::vector<int32_t> ok = {1, 2, 3}, big = {1, 2, 3, 4, 5};
+  auto refused = [&](std::vector<StepPiece> pieces, const char* fragment) {
+    try {
+      m.step(pieces);
+      ADD_FAILURE() << "accepted " << fragment;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(a.pos(), 0);
+    EXPECT_EQ(b.pos(), 0);
+    EXPECT_FALSE(a.broken || b.broken);
+  };
+  auto piece = [](Session& s, const std::vector<int32_t>& ids) {
+    StepPiece p;
+    p.session = &s;
+    p.tokens = ids;
+    return p;
+  };
+  refused({piece(a, ok), piece(b, big)}, "context length exceeded");
+  refused({piece(a, ok), piece(a, ok)}, "share one session");
+  refused({}, "at least one piece");
+  m.step(std::vector<StepPiece>{piece(a, ok), piece(b, ok)});
+  EXPECT_EQ(a.pos(), 3);
+  EXPECT_EQ(b.pos(), 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(Arch, ForwardTest,
                          ::testing::Values(Arch::kKimiLinear, Arch::kK3, Arch::kDeepSeekV3),
                          [](const auto& test_info) { return name_of(test_info.param); });

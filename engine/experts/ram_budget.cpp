@@ -41,6 +41,21 @@ int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, ui
   return std::clamp(ctx, base, most);
 }
 
+int plan_parallel(const MemoryPlan& plan, const Budget& b, int requested) {
+  const uint64_t beside = b.cap > b.budget ? b.cap - b.budget : 0;
+  const uint64_t per = std::max<uint64_t>(plan.state_bytes, 1);
+  const uint64_t fit = 1 + beside / per;
+  if (requested <= 0) return (int)std::min<uint64_t>(fit, kDefaultParallel);
+  if ((uint64_t)requested > fit)
+    fail<UsageError>(
+        "{} parallel sessions need {} more session states of {} each (context {}) beside the "
+        "budget of {}, but the cap (7/8 of usable memory) is {}: {} fit; lower --parallel, "
+        "--ctx or --budget",
+        requested, requested - 1, human_bytes(per), plan.ctx, human_bytes(b.budget),
+        human_bytes(b.cap), fit);
+  return requested;
+}
+
 int64_t choose_context(const Manifest& m, int64_t ctx, std::optional<uint64_t> requested,
                        uint64_t usable, int threads) {
   return ctx > 0 ? ctx : default_context(m, requested, usable, threads);

@@ -42,6 +42,15 @@ int64_t default_context(const Manifest& m, std::optional<uint64_t> requested, ui
 int64_t choose_context(const Manifest& m, int64_t ctx, std::optional<uint64_t> requested,
                        uint64_t usable, int threads);
 
+// Conversations the daemon runs at once when the user names no number (waste serve --parallel).
+constexpr int kDefaultParallel = 4;
+
+// How many sessions run at once: each beyond the first holds its own state at the plan's context
+// (plan.state_bytes), in the RAM beside the budget under the cap. `requested` > 0 is that number,
+// refused with the numbers if its sessions do not fit; 0 is as many as fit, at least 1 and at
+// most kDefaultParallel.
+int plan_parallel(const MemoryPlan& plan, const Budget& b, int requested);
+
 // "48G", "512M", "1.5GiB", "123456" (bytes); G and GiB both mean 2^30. Throws UsageError.
 uint64_t parse_bytes(const std::string& text);
 

@@ -106,10 +106,28 @@ void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits,
       local.clear();
       for (; next < embeds.size() && embeds[next].index < (int64_t)(at + n); next++)
         local.push_back({embeds[next].index - (int64_t)at, embeds[next].row});
-      run_chunk(s, tokens.subspan(at, n), last ? logits : nullptr, local);
+      const StepPiece piece{&s, tokens.subspan(at, n), last ? logits : nullptr, local};
+      run_step({&piece, 1});
     }
   } catch (...) {
     s.broken = true;
+    throw;
+  }
+}
+
+void Model::step(std::span<const StepPiece> pieces) {
+  if (pieces.empty()) fail<UsageError>("a step needs at least one piece");
+  for (size_t i = 0; i < pieces.size(); i++) {
+    if (!pieces[i].session) fail<UsageError>("step piece {} has no session", i);
+    check_input(*pieces[i].session, pieces[i].tokens, pieces[i].embeds);
+    for (size_t j = 0; j < i; j++)
+      if (pieces[j].session == pieces[i].session)
+        fail<UsageError>("step pieces {} and {} share one session", j, i);
+  }
+  try {
+    run_step(pieces);
+  } catch (...) {
+    for (const StepPiece& p : pieces) p.session->broken = true;
     throw;
   }
 }
@@ -134,26 +152,35 @@ void Model::ffn(int layer, int64_t T, const float* u, float* out) {
   }
   // A dense layer before the first MoE layer still predicts it: otherwise every token would
   // start that layer with all of its experts to read.
-  if (T == 1) {
-    std::vector<int> next = predict_next(layer, u);
+  if (T < kLookaheadTokens) {
+    std::vector<int> next = predict_next(layer, T, u);
     if (!next.empty()) store_->prefetch(layer + 1, next);
   }
   dense_ffn(w_.layers[layer].dense, T, u, out);
 }
 
-void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,
-                      std::span<const EmbeddingOverride> embeds) {
+void Model::run_step(std::span<const StepPiece> pieces) {
   const ModelConfig& c = config();
-  const int64_t T = (int64_t)tokens.size(), hid = c.hidden;
+  const int64_t hid = c.hidden;
   const bool ar = c.attn_res_block > 0;
+  std::vector<int64_t> first;  // each piece's first row in the step, and the total
+  int64_t T = 0;
+  for (const StepPiece& p : pieces) {
+    first.push_back(T);
+    T += (int64_t)p.tokens.size();
+  }
   Chunk ch;
   ch.T = T;
   ch.x.resize(T * hid);
   ch.h.resize(T * hid);
   ch.a.resize(T * hid);
-  for (int64_t t = 0; t < T; t++) c_.embedding_row(tokens[t], &ch.x[t * hid]);
-  for (const EmbeddingOverride& e : embeds)
-    std::copy(e.row, e.row + hid, ch.x.begin() + e.index * hid);
+  for (size_t i = 0; i < pieces.size(); i++) {
+    float* x = &ch.x[first[i] * hid];
+    for (size_t t = 0; t < pieces[i].tokens.size(); t++)
+      c_.embedding_row(pieces[i].tokens[t], x + t * hid);
+    for (const EmbeddingOverride& e : pieces[i].embeds)
+      std::copy(e.row, e.row + hid, x + e.index * hid);
+  }
   auto each = [&](auto&& fn) {
     for (int64_t t = 0; t < T; t++) fn(t * hid);
   };
@@ -176,7 +203,9 @@ void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits
       }
     }
     each([&](int64_t o) { rmsnorm(&ch.x[o], w.input_norm, hid, c.rms_eps, &ch.h[o]); });
-    attention(l, s, T, ch.h.data(), ch.a.data());
+    for (size_t i = 0; i < pieces.size(); i++)  // each piece over its own history
+      attention(l, *pieces[i].session, (int64_t)pieces[i].tokens.size(), &ch.h[first[i] * hid],
+                &ch.a[first[i] * hid]);
     if (ar) {
       if (ch.p_empty)
         ch.p = ch.a;
@@ -194,15 +223,19 @@ void Model::run_chunk(Session& s, std::span<const int32_t> tokens, float* logits
     if (ar) ch.x = ch.p;
     layer_seconds_[l] += seconds_since(t0);
   }
-  s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
-  if (!logits) return;
-  float* last = &ch.x[(T - 1) * hid];
-  if (ar && !ch.blocks.empty()) {
-    std::vector<const float*> b;
-    for (auto& blk : ch.blocks) b.push_back(blk.data() + (T - 1) * hid);
-    attn_res(b, last, w_.out_res_norm, w_.out_res_proj, hid, c.rms_eps, last);
+  for (size_t i = 0; i < pieces.size(); i++) {
+    const StepPiece& p = pieces[i];
+    p.session->tokens.insert(p.session->tokens.end(), p.tokens.begin(), p.tokens.end());
+    if (!p.logits) continue;
+    const int64_t row = first[i] + (int64_t)p.tokens.size() - 1;
+    float* last = &ch.x[row * hid];
+    if (ar && !ch.blocks.empty()) {
+      std::vector<const float*> b;
+      for (auto& blk : ch.blocks) b.push_back(blk.data() + row * hid);
+      attn_res(b, last, w_.out_res_norm, w_.out_res_proj, hid, c.rms_eps, last);
+    }
+    logits_of(last, p.logits);
   }
-  logits_of(last, logits);
 }
 
 void Model::logits_of(const float* x, float* logits) {

@@ -3,6 +3,7 @@
 // per-conversation state lives in Session.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -34,10 +35,25 @@ struct EmbeddingOverride {
   const float* row = nullptr;
 };
 
+// One conversation's part of a shared step (Model::step): `tokens` after `session`'s history,
+// the last one's logits (vocab floats) written to `logits` when not null, `embeds` as forward()'s.
+struct StepPiece {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;
+  float* logits = nullptr;
+  std::span<const EmbeddingOverride> embeds;
+};
+
 // How well the next layer's router, run one layer early, predicted the real routing.
 struct LookaheadStats {
   uint64_t predicted = 0;  // experts prefetched on a prediction
   uint64_t correct = 0;    // of which the real router then chose
+};
+
+// How much the tokens of each pass shared their experts, over every MoE layer of every pass.
+struct ExpertSharing {
+  uint64_t uses = 0;      // (token, chosen expert) pairs: the records each token alone would read
+  uint64_t distinct = 0;  // distinct experts per layer and pass: the records the passes needed
 };
 
 class Model {
@@ -54,6 +70,8 @@ class Model {
   std::vector<ExpertUse> expert_usage() const { return store_->usage(); }
   size_t warm_experts(std::span<const ExpertUse> earlier) { return store_->warm(earlier); }
   const LookaheadStats& lookahead_stats() const { return lookahead_; }
+  // Read from any thread.
+  ExpertSharing expert_sharing() const { return {sharing_uses_, sharing_distinct_}; }
   // Seconds spent in each layer so far (its attention, its FFN and the waits for its experts),
   // for `waste bench`'s per-layer figures.
   const std::vector<double>& layer_seconds() const { return layer_seconds_; }
@@ -71,16 +89,28 @@ class Model {
   void forward(Session& s, std::span<const int32_t> tokens, float* logits,
                std::span<const EmbeddingOverride> embeds = {});
 
+  // forward()'s refusals of bad input (UsageError), without running anything.
+  void check_input(const Session& s, std::span<const int32_t> tokens,
+                   std::span<const EmbeddingOverride> embeds = {}) const;
+
+  // Several conversations' tokens through the layer stack in one pass, each layer's experts read
+  // once for all of them; attention runs per piece over its own session. Every piece gets, bit
+  // for bit, the logits and state forward() alone would give it: each token's arithmetic is the
+  // same whoever shares its pass. No chunking: the caller bounds the step's tokens. Each piece
+  // is checked as forward() checks it (a session may appear once) before anything runs; an
+  // engine error marks every piece's session broken.
+  void step(std::span<const StepPiece> pieces);
+
   // The compute threads, for work outside the layer stack (the vision tower) on the same thread
   // that calls forward().
   ThreadPool& pool() const { return *pool_; }
 
  private:
   struct Chunk;
-  void check_input(const Session& s, std::span<const int32_t> tokens,
-                   std::span<const EmbeddingOverride> embeds) const;
-  void run_chunk(Session& s, std::span<const int32_t> tokens, float* logits,
-                 std::span<const EmbeddingOverride> embeds);
+  // Steps shorter than this (decode tokens, one per conversation) predict the next layer's
+  // experts; a longer one reads its own in bulk and gains nothing from a guess.
+  static constexpr int64_t kLookaheadTokens = 16;
+  void run_step(std::span<const StepPiece> pieces);
   void attention(int layer, Session& s, int64_t T, const float* h, float* out);
   void ffn(int layer, int64_t T, const float* u, float* out);
   void kda(int layer, Session& s, int64_t T, const float* u, float* out);
@@ -88,7 +118,7 @@ class Model {
   void dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out);
   void moe(int layer, int64_t T, const float* u, float* out);
   void logits_of(const float* x, float* logits);
-  std::vector<int> predict_next(int layer, const float* u);
+  std::vector<int> predict_next(int layer, int64_t T, const float* u);
 
   const Container& c_;
   ModelOptions opt_;
@@ -100,6 +130,7 @@ class Model {
   std::unique_ptr<ExpertStore> store_;
   uint64_t fingerprint_ = 0;
   LookaheadStats lookahead_;
+  std::atomic<uint64_t> sharing_uses_{0}, sharing_distinct_{0};
   std::vector<int> predicted_;  // for the layer after the one just routed
   std::vector<double> layer_seconds_;
   KernelClock kernel_clock_;

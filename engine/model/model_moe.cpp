@@ -105,19 +105,23 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   cp_.linear(w.router, u, T, logits.data());
   std::vector<Route> routes;
   for (int64_t t = 0; t < T; t++) routes.push_back(route(c, logits.data() + t * E, w.bias));
-  if (T == 1 && !predicted_.empty()) {
+  if (!predicted_.empty()) {  // a prediction is right when any token of the step chose it
     for (int e : predicted_)
-      lookahead_.correct += std::count(routes[0].ids.begin(), routes[0].ids.end(), e);
+      lookahead_.correct += std::any_of(routes.begin(), routes.end(), [e](const Route& r) {
+        return std::find(r.ids.begin(), r.ids.end(), e) != r.ids.end();
+      });
     predicted_.clear();
   }
   // The next layer's likely experts, read behind this layer's own so they arrive while it computes.
-  std::vector<int> next = T == 1 ? predict_next(layer, u) : std::vector<int>{};
+  std::vector<int> next = T < kLookaheadTokens ? predict_next(layer, T, u) : std::vector<int>{};
 
   // Who uses which expert: distinct ids ascending, each with its (token, slot) pairs.
   std::vector<int> distinct;
   for (const Route& r : routes) distinct.insert(distinct.end(), r.ids.begin(), r.ids.end());
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  sharing_uses_ += (uint64_t)(T * K);
+  sharing_distinct_ += distinct.size();
   // users[i]: the slots t * K + j that chose distinct[i], ascending.
   std::vector<std::vector<int64_t>> users(distinct.size());
   for (int64_t t = 0; t < T; t++)
@@ -236,26 +240,34 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
   for (size_t i = 0; i < shared.size(); i++) out[i] += shared[i];
 }
 
-// Runs the next layer's (resident) router on this layer's MoE input: its likely experts, to be
-// prefetched. The real router still decides.
-std::vector<int> Model::predict_next(int layer, const float* u) {
+// Runs the next layer's (resident) router on this layer's MoE input: each token's likely experts,
+// their union to be prefetched. The real router still decides.
+std::vector<int> Model::predict_next(int layer, int64_t T, const float* u) {
   const ModelConfig& c = config();
   int next = layer + 1;
+  predicted_.clear();
   if (opt_.lookahead <= 0 || next >= c.n_layers || !w_.layers[next].moe) return {};
   const MoeWeights& w = w_.layers[next].moe_w;
-  std::vector<float> logits(c.n_experts);
-  cp_.linear(w.router, u, 1, logits.data());
-  std::vector<int> order(c.n_experts);
-  for (int e = 0; e < c.n_experts; e++) {
-    order[e] = e;
-    logits[e] = sigmoid(logits[e]) + (w.bias ? w.bias[e] : 0.0f);
+  const int E = c.n_experts, n = std::min(opt_.lookahead, E);
+  std::vector<float> logits(T * E);
+  cp_.linear(w.router, u, T, logits.data());
+  std::vector<int> order(E);
+  std::vector<bool> seen(E, false);
+  for (int64_t t = 0; t < T; t++) {
+    float* lt = &logits[t * E];
+    for (int e = 0; e < E; e++) {
+      order[e] = e;
+      lt[e] = sigmoid(lt[e]) + (w.bias ? w.bias[e] : 0.0f);
+    }
+    std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                      [&](int a, int b) { return lt[a] > lt[b] || (lt[a] == lt[b] && a < b); });
+    for (int j = 0; j < n; j++)  // each token's best first, so the likeliest are read first
+      if (!seen[order[j]]) {
+        seen[order[j]] = true;
+        predicted_.push_back(order[j]);
+      }
   }
-  int n = std::min(opt_.lookahead, c.n_experts);
-  std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int a, int b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  predicted_.assign(order.begin(), order.begin() + n);
-  lookahead_.predicted += (uint64_t)n;
+  lookahead_.predicted += (uint64_t)predicted_.size();
   return predicted_;
 }
 

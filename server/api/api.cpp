@@ -98,10 +98,10 @@ void Api::load() {
   const ModelHost& h = model_->host;
   spdlog::info(
       "ready: {} ({} chat format, context {}, {} threads, budget {}, expert cache {}, prefill "
-      "window {} tokens)",
+      "window {} tokens, {} parallel conversations)",
       model_->id, model_->format.family_name(), h.ctx(), h.model().threads(),
       human_bytes(h.budget().budget), human_bytes(h.budget().cache_bytes),
-      h.model().options().chunk);
+      h.model().options().chunk, model_->worker.slots());
 }
 
 size_t Api::shutdown(std::chrono::milliseconds grace) {
@@ -186,6 +186,8 @@ void Api::health(const http::Request&, Writer w) {
   const char* status = draining_ ? "shutting_down" : degraded ? "degraded" : "ok";
   j.key("status").value(status).key("model").value(model_->id);
   j.key("queue_depth").value((int64_t)worker.queue_depth()).key("busy").value(worker.busy());
+  j.key("slots_busy").value((int64_t)worker.busy_slots());
+  j.key("slots_free").value((int64_t)(worker.slots() - worker.busy_slots()));
   if (degraded) {
     j.key("failed_in_a_row").value((int64_t)worker.counters().failed_in_a_row);
     j.key("error").value(worker.last_error());

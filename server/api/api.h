@@ -37,8 +37,8 @@ class Api {
   // Loads the model on a background thread; `on_ready` or `on_failure` runs there after.
   void start_loading(std::function<void()> on_ready,
                      std::function<void(const std::string&)> on_failure);
-  // Refuses new work (503) and answers queued requests 503; the running reply may finish within
-  // `grace`, else it is cut (it ends with a 503 error). Returns how many replies were cut.
+  // Refuses new work (503) and answers queued requests 503; the running replies may finish within
+  // `grace`, else they are cut (each ends with a 503 error). Returns how many were cut.
   size_t shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
   bool ready() const { return ready_; }
 

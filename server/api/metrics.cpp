@@ -48,6 +48,8 @@ void model_metrics(const ServingModel& model, const MetricWriter& metric, std::s
   const EngineWorker& worker = model.worker;
   const WorkerCounters& c = worker.counters();
   const ExpertStats st = model.host.model().expert_stats();
+  const ExpertSharing sharing = model.host.model().expert_sharing();
+  const StepCounters steps = worker.step_counters();
   const double decode_s = (double)c.decode_micros / 1e6;
   struct Series {
     const char* name;
@@ -68,8 +70,23 @@ void model_metrics(const ServingModel& model, const MetricWriter& metric, std::s
       {"waste_completion_tokens_total", "counter", "generated tokens", (double)c.completion_tokens},
       {"waste_decode_tokens_per_second", "gauge", "generated tokens per second of decoding",
        decode_s > 0 ? (double)c.completion_tokens / decode_s : 0},
-      {"waste_queue_depth", "gauge", "requests waiting", (double)worker.queue_depth()},
+      {"waste_queue_depth", "gauge", "requests waiting for a slot", (double)worker.queue_depth()},
+      {"waste_queue_seconds_total", "counter", "time requests waited for a slot, summed",
+       (double)c.queue_micros / 1e6},
       {"waste_busy", "gauge", "1 while a request is generating", worker.busy() ? 1.0 : 0.0},
+      {"waste_slots", "gauge", "conversations that may run at once (--parallel)",
+       (double)worker.slots()},
+      {"waste_slots_busy", "gauge", "slots running a request", (double)worker.busy_slots()},
+      {"waste_steps_total", "counter", "forward passes (shared steps) run", (double)steps.steps},
+      {"waste_step_tokens_total", "counter", "tokens run in steps, summed (per step: / steps)",
+       (double)steps.tokens},
+      {"waste_step_conversations_total", "counter",
+       "conversations in steps, summed (per step: / steps)", (double)steps.pieces},
+      {"waste_step_expert_records_total", "counter",
+       "distinct experts each step needed, per MoE layer, summed", (double)sharing.distinct},
+      {"waste_step_expert_uses_total", "counter",
+       "experts the steps' tokens chose, summed: what each token alone would read",
+       (double)sharing.uses},
       {"waste_expert_cache_hits_total", "counter", "expert records found in RAM", (double)st.hits},
       {"waste_expert_cache_misses_total", "counter", "expert records read from disk",
        (double)st.misses},

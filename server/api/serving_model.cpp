@@ -35,6 +35,8 @@ std::shared_future<uint64_t> start_fingerprint(const std::string& root, const Mo
 WorkerOptions worker_options(const ServeOptions& o, const ModelHost& h, const std::string& root,
                              const std::shared_future<uint64_t>& fingerprint) {
   WorkerOptions wo;
+  wo.parallel = plan_parallel(h.plan(), h.budget(), o.parallel);
+  wo.step.step_tokens = o.step_tokens;
   wo.queue_limit = o.queue;
   wo.ctx = h.ctx();
   wo.snapshot_bytes = o.snapshot_bytes;

@@ -1,7 +1,7 @@
 // `waste serve`: the daemon. Binds first (so /health answers 503 while the model loads), loads
 // in the background (telling systemd READY=1 when done), serves until SIGTERM, SIGINT or
-// SIGQUIT, then stops accepting, answers queued requests 503, gives the running reply
-// --shutdown-grace to finish (else cuts it with an error event), and exits 0, or 3 if a reply
+// SIGQUIT, then stops accepting, answers queued requests 503, gives the running replies
+// --shutdown-grace to finish (else cuts them with an error event), and exits 0, or 3 if a reply
 // was cut.
 #include <pthread.h>
 #include <unistd.h>
@@ -65,7 +65,7 @@ std::chrono::milliseconds wait_for_stop(const sigset_t& signals, std::chrono::se
       continue;
     }
     if (sig == SIGQUIT) grace = std::chrono::seconds(0);
-    spdlog::info("SIG{}: stopping: no new requests; a running reply has {} s to finish",
+    spdlog::info("SIG{}: stopping: no new requests; running replies have {} s to finish",
                  signal_name(sig), grace.count());
     return grace;
   }
@@ -153,7 +153,8 @@ int cmd_serve(int argc, char** argv) {
   server.wait();
   if (!api.ready()) return 1;
   if (cut > 0) {
-    spdlog::warn("stopped; {} reply was cut short by the shutdown (exit code {})", cut, kExitCut);
+    spdlog::warn("stopped; {} {} cut short by the shutdown (exit code {})", cut,
+                 cut == 1 ? "reply was" : "replies were", kExitCut);
     return kExitCut;
   }
   spdlog::info("stopped");

@@ -59,6 +59,15 @@ const char* finish_name(Finish f) {
   return "?";
 }
 
+Decoder::Decoder(Model& model, PrefixCache* cache)
+    : own_gate_(std::make_unique<StepGate>(model)),
+      gate_(*own_gate_),
+      model_(model),
+      cache_(cache) {}
+
+Decoder::Decoder(StepGate& gate, PrefixCache* cache)
+    : gate_(gate), model_(gate.model()), cache_(cache) {}
+
 bool Decoder::feed(Session& s, const DecodeInput& in, size_t from, size_t to, float* logits,
                    ReplySink& sink) {
   const size_t chunk = (size_t)std::max(1, model_.options().chunk);
@@ -66,9 +75,10 @@ bool Decoder::feed(Session& s, const DecodeInput& in, size_t from, size_t to, fl
     if (sink.cancelled()) return false;
     size_t n = std::min(chunk, to - at);
     std::vector<EmbeddingOverride> embeds;  // image positions take tower rows
-    if (in.images) embeds = in.images->overrides(at, n, model_.pool());
-    model_.forward(s, std::span<const int32_t>(in.prompt).subspan(at, n),
-                   at + n == to ? logits : nullptr, embeds);
+    if (in.images)
+      gate_.with_pool([&](ThreadPool& pool) { embeds = in.images->overrides(at, n, pool); });
+    gate_.forward(s, std::span<const int32_t>(in.prompt).subspan(at, n),
+                  at + n == to ? logits : nullptr, embeds);
     sink.prefill_progress(at + n, in.prompt.size());
   }
   return true;
@@ -118,7 +128,7 @@ bool Decoder::score(Session& s, const DecodeInput& in, ReplySink& sink) {
   sink.on_prompt_token(p[0], nullptr);
   for (size_t at = 0; at < p.size(); at++) {
     if (sink.cancelled()) return false;
-    model_.forward(s, std::span<const int32_t>(&p[at], 1), logits_.data());
+    gate_.forward(s, std::span<const int32_t>(&p[at], 1), logits_.data());
     sink.prefill_progress(at + 1, p.size());
     if (at + 1 < p.size()) sink.on_prompt_token(p[at + 1], &scorer.score(logits_, {}, p[at + 1]));
   }
@@ -143,6 +153,7 @@ DecodeResult Decoder::run(Session& s, DecodeInput& in, ReplyParser* parser, Repl
 std::vector<DecodeResult> Decoder::run(Session& s, DecodeInput& in,
                                        std::span<ReplyParser* const> parsers, ReplySink& sink) {
   if (parsers.empty()) fail<UsageError>("a generation needs at least one reply");
+  StepGate::Member member(gate_);
   std::vector<DecodeResult> out(1);
   out[0].prompt_tokens = (int64_t)in.prompt.size();
   logits_.assign((size_t)model_.config().vocab, 0.0f);
@@ -206,7 +217,7 @@ void Decoder::decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink
     }
     // The prompt and the whole reply fit the context (the reply's last token is never fed).
     if ((int64_t)r.tokens.size() >= in.max_new || s.room() <= 1) break;
-    model_.forward(s, std::span<const int32_t>(&r.tokens.back(), 1), logits_.data());
+    gate_.forward(s, std::span<const int32_t>(&r.tokens.back(), 1), logits_.data());
   }
   r.decode_seconds = seconds_since(t0);
   if (r.finish == Finish::kCancelled) return;

@@ -31,6 +31,7 @@
 #include "protocol/constraint/token_constraint.h"
 #include "server/prompt_cache/prefix_cache.h"
 #include "server/runtime/prompt_images.h"
+#include "server/runtime/step_gate.h"
 
 namespace waste {
 
@@ -93,8 +94,10 @@ class ReplySink {
 
 class Decoder {
  public:
-  // `cache` (may be null) supplies prefix snapshots and keeps the new ones.
-  Decoder(Model& model, PrefixCache* cache) : model_(model), cache_(cache) {}
+  // `cache` (may be null) supplies prefix snapshots and keeps the new ones. Alone, the decoder
+  // has the model to itself; with a gate it shares each step with the gate's other members.
+  Decoder(Model& model, PrefixCache* cache);
+  Decoder(StepGate& gate, PrefixCache* cache);
 
   // Generates the reply to `in.prompt` into `s`: a session that holds an earlier turn of the
   // same conversation is continued, any other is started afresh (with s.ctx() positions).
@@ -117,6 +120,8 @@ class Decoder {
   void decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink, DecodeResult& r);
   int32_t next_token(DecodeInput& in, Sampler& sampler, const std::vector<int32_t>& generated);
 
+  std::unique_ptr<StepGate> own_gate_;  // alone: a gate of one
+  StepGate& gate_;
   Model& model_;
   PrefixCache* cache_;
   std::vector<float> logits_;

@@ -60,8 +60,10 @@ EngineWorker::EngineWorker(Model& model, WorkerOptions opt)
     : model_(model),
       opt_(opt),
       cache_(opt.snapshot_bytes, disk_tier(model, opt)),
-      decoder_(model, &cache_) {
-  thread_ = std::thread([this] { loop(); });
+      gate_(model, opt.step) {
+  if (opt_.parallel < 1)
+    fail<UsageError>("parallel slots must be at least 1, not {}", opt_.parallel);
+  for (int i = 0; i < opt_.parallel; i++) threads_.emplace_back([this, i] { loop(i); });
 }
 
 EngineWorker::~EngineWorker() {
@@ -70,9 +72,9 @@ EngineWorker::~EngineWorker() {
 
 bool EngineWorker::submit(Job job) {
   std::lock_guard<std::mutex> lock(mu_);
-  // The limit counts jobs waiting behind the running one; an idle worker takes one at once.
-  bool idle = !busy_ && queue_.empty();
-  if (stop_ || (!idle && queue_.size() >= opt_.queue_limit)) return false;
+  // The limit counts jobs waiting for a slot; a free slot takes one at once.
+  const size_t free = (size_t)(opt_.parallel - busy_);
+  if (stop_ || queue_.size() >= opt_.queue_limit + free) return false;
   job.enqueued = SteadyClock::now();
   queue_.push_back(std::move(job));
   cv_.notify_one();
@@ -93,22 +95,27 @@ size_t EngineWorker::drain(std::chrono::milliseconds grace) {
   std::deque<Job> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ && !thread_.joinable()) return 0;
+    if (stop_ && threads_.empty()) return 0;
     stop_ = true;
     left.swap(queue_);
   }
   cv_.notify_all();
   for (Job& j : left) j.sink->fail(JobFailure::kShuttingDown, "the server is shutting down");
-  bool cut = false;
+  size_t cut = 0;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!idle_cv_.wait_for(lock, grace, [&] { return !busy_; })) cut = cut_ = true;
+    if (!idle_cv_.wait_for(lock, grace, [&] { return busy_ == 0; })) {
+      cut = (size_t)busy_.load();
+      cut_ = true;
+    }
   }
-  if (thread_.joinable()) thread_.join();
-  return cut ? 1 : 0;
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  return cut;
 }
 
-void EngineWorker::loop() {
+void EngineWorker::loop(int slot) {
+  Decoder decoder(gate_, &cache_);
   for (;;) {
     Job job;
     {
@@ -117,20 +124,21 @@ void EngineWorker::loop() {
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
-      busy_ = true;  // under the lock, so submit() never sees an idle worker with a job in hand
+      busy_++;  // under the lock, so submit() never counts a slot free with a job in hand
     }
-    run(job);
+    run(slot, decoder, job);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      busy_ = false;
+      busy_--;
     }
     idle_cv_.notify_all();
   }
 }
 
-void EngineWorker::run(Job& job) {
+void EngineWorker::run(int slot, Decoder& decoder, Job& job) {
   counters_.requests++;
   double queued = seconds_since(job.enqueued);
+  counters_.queue_micros += (uint64_t)(queued * 1e6);
   if (job.sink->cancelled()) {
     counters_.cancelled++;
     spdlog::info("{} cancelled while queued ({:.2f} s)", job.id, queued);
@@ -144,7 +152,7 @@ void EngineWorker::run(Job& job) {
     std::vector<ReplyParser*> parsers;
     for (const auto& p : job.parsers) parsers.push_back(p.get());
     if (parsers.empty()) parsers.push_back(nullptr);
-    rs = decoder_.run(s, job.input, parsers, sink);
+    rs = decoder.run(s, job.input, parsers, sink);
   } catch (const std::exception& e) {
     counters_.failed++;
     counters_.failed_in_a_row++;
@@ -169,9 +177,9 @@ void EngineWorker::run(Job& job) {
   double decode = 0;
   for (const DecodeResult& r : rs) out += r.tokens.size(), decode += r.decode_seconds;
   spdlog::info(
-      "{} {} tokens in ({} cached), {} out{}, queue {:.2f} s, prefill {:.2f} s, decode {:.2f} s, "
-      "{}",
-      job.id, rs[0].prompt_tokens, rs[0].cached_tokens, out,
+      "{} slot {}: {} tokens in ({} cached), {} out{}, queue {:.2f} s, prefill {:.2f} s, decode "
+      "{:.2f} s, {}",
+      job.id, slot, rs[0].prompt_tokens, rs[0].cached_tokens, out,
       rs.size() > 1 ? fmt::format(" in {} replies", rs.size()) : "", queued, rs[0].prefill_seconds,
       decode,
       last.finish != Finish::kCancelled ? std::string("finish: ") + finish_name(last.finish)

@@ -1,7 +1,10 @@
-// The one thread that owns the model. Jobs wait in a bounded FIFO queue; the worker runs each
-// through the Decoder (which restores the longest cached prefix, prefills the rest, decodes and
-// snapshots the conversation for its next turn) and hands the output to the job's sink, which
-// writes it in its API's shape. A client that goes away cancels its job within one token.
+// The slots that run jobs on the model. Jobs wait in a bounded FIFO queue; each of the `parallel`
+// slot threads takes the next one and runs it through its own Decoder (which restores the longest
+// cached prefix, prefills the rest, decodes and snapshots the conversation for its next turn),
+// handing the output to the job's sink, which writes it in its API's shape. The slots' forward
+// passes meet in one StepGate, which runs them as shared steps: each layer's experts are read
+// once for every conversation in the step, and no conversation's bits depend on the others. A
+// client that goes away cancels its job within one step.
 #pragma once
 
 #include <atomic>
@@ -52,7 +55,9 @@ struct Job {
 };
 
 struct WorkerOptions {
-  size_t queue_limit = 16;
+  int parallel = 1;  // slots: conversations running at once
+  StepGateOptions step;
+  size_t queue_limit = 16;  // jobs waiting for a slot
   int64_t ctx = 4096;
   uint64_t snapshot_bytes = 1ull << 30;
   // The prompt cache's disk tier, when on; `fingerprint` names the model's folder in it.
@@ -70,6 +75,7 @@ struct WorkerCounters {
   std::atomic<uint64_t> decode_micros{0};  // time spent decoding (for tok/s)
   std::atomic<uint64_t> prefill_micros{0};
   std::atomic<uint64_t> failed_in_a_row{0};  // engine failures since the last success
+  std::atomic<uint64_t> queue_micros{0};     // time jobs waited for a slot, summed
 };
 
 class EngineWorker {
@@ -81,7 +87,10 @@ class EngineWorker {
   bool submit(Job job);
   bool stopping() const;
   size_t queue_depth() const;
-  bool busy() const { return busy_; }
+  bool busy() const { return busy_ > 0; }
+  int slots() const { return opt_.parallel; }
+  int busy_slots() const { return busy_; }
+  StepCounters step_counters() const { return gate_.counters(); }
   const WorkerCounters& counters() const { return counters_; }
   // The message of the latest engine failure ("" if none), as clients saw it.
   std::string last_error() const;
@@ -91,32 +100,32 @@ class EngineWorker {
     if (cache_.disk()) cache_.disk()->flush();
   }
   const WorkerOptions& options() const { return opt_; }
-  // Stops taking jobs: queued ones fail (kShuttingDown) at once; the running one may finish
-  // within `grace`, after which it is cut (its reply ends with that failure). Returns how many
-  // replies were cut (0 or 1). Later calls return 0.
+  // Stops taking jobs: queued ones fail (kShuttingDown) at once; the running ones may finish
+  // within `grace`, after which they are cut (their replies end with that failure). Returns how
+  // many were cut. Later calls return 0.
   size_t drain(std::chrono::milliseconds grace);
   // drain() with no grace.
   void stop() { drain(std::chrono::milliseconds(0)); }
 
  private:
-  void loop();
-  void run(Job& job);
+  void loop(int slot);
+  void run(int slot, Decoder& decoder, Job& job);
   void count(std::span<const DecodeResult> replies);
 
   Model& model_;
   WorkerOptions opt_;
   PrefixCache cache_;
-  Decoder decoder_;
+  StepGate gate_;
   WorkerCounters counters_;
   mutable std::mutex mu_;
   std::condition_variable cv_;       // a job arrived, or stop
-  std::condition_variable idle_cv_;  // the running job ended
-  std::atomic<bool> cut_{false};     // the running job is to end now
+  std::condition_variable idle_cv_;  // a running job ended
+  std::atomic<bool> cut_{false};     // the running jobs are to end now
   std::string last_error_;           // under mu_
   std::deque<Job> queue_;
   bool stop_ = false;
-  std::atomic<bool> busy_{false};
-  std::thread thread_;
+  std::atomic<int> busy_{0};  // slots running a job
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace waste

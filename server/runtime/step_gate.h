@@ -1,0 +1,87 @@
+// Where several conversations meet the one model. Each conversation runs on its own thread (a
+// slot) and calls forward() as if it had the model to itself; the gate gathers the calls waiting
+// at a moment into one Model::step, so each layer's experts are read once for all of them, and
+// returns each call when its tokens have run. A step takes every waiting call's next token and
+// shares its prompt budget among the waiting prefills, least recently served first, so a short
+// request that arrives during a long prefill joins the next step instead of waiting for the
+// prefill's end. What a conversation computes never depends on its neighbours (Model::step), so
+// scheduling is free to change with timing.
+//
+// A step runs when every member is waiting, or when the first call has waited `gather` (a member
+// busy elsewhere — restoring a snapshot, tokenizing — does not hold the others longer). It runs
+// on the thread of one of the waiting calls, so a lone conversation steps with no hand-off.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "engine/model/model.h"
+
+namespace waste {
+
+struct StepGateOptions {
+  // Prompt tokens one step takes at most, beside one token of every waiting call (0: the model's
+  // prefill window, which the RAM plan sized the step's activations for).
+  int64_t step_tokens = 0;
+  std::chrono::microseconds gather{20000};
+};
+
+// Counters for /metrics; each step adds to them.
+struct StepCounters {
+  uint64_t steps = 0;
+  uint64_t tokens = 0;  // summed over steps
+  uint64_t pieces = 0;  // conversations summed over steps
+};
+
+class StepGate {
+ public:
+  explicit StepGate(Model& model, StepGateOptions opt = {});
+
+  Model& model() const { return model_; }
+
+  // A conversation's membership, for as long as it may call forward().
+  class Member {
+   public:
+    explicit Member(StepGate& gate);
+    ~Member();
+    Member(const Member&) = delete;
+    Member& operator=(const Member&) = delete;
+
+   private:
+    StepGate& gate_;
+  };
+
+  // Model::forward's contract, run in shared steps: returns once all of `tokens` are in `s`
+  // (`logits` holds the last one's); the caller must be a member. An engine error in any step
+  // that carried this call is rethrown here, and `s` is then broken.
+  void forward(Session& s, std::span<const int32_t> tokens, float* logits,
+               std::span<const EmbeddingOverride> embeds = {});
+  // Runs `fn` with the compute threads to itself (no step runs meanwhile): the vision tower.
+  void with_pool(const std::function<void(ThreadPool&)>& fn);
+
+  int members() const;
+  StepCounters counters() const;
+
+ private:
+  struct Call;
+  bool ready(std::chrono::steady_clock::time_point now) const;  // under mu_
+  void run_step(std::unique_lock<std::mutex>& lock);
+  void leave();
+
+  Model& model_;
+  StepGateOptions opt_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Call*> waiting_;  // arrival order
+  int members_ = 0;
+  bool running_ = false;  // a step, or with_pool's work, has the model
+  uint64_t served_ = 0;   // steps so far, for least-recently-served order
+  StepCounters counters_;
+};
+
+}  // namespace waste
