@@ -1,6 +1,7 @@
 #include "tests/http_client.h"
 
 #include <gtest/gtest.h>
+#include <cmath>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <regex>
 #include <stdexcept>
@@ -87,6 +89,12 @@ std::vector<std::string> HttpResponse::events() const {
     at = end;
   }
   return out;
+}
+
+double metric_value(const std::string& metrics, const std::string& name) {
+  const size_t at = metrics.find("\n" + name + " ");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(metrics.c_str() + at + name.size() + 2, nullptr);
 }
 
 HttpResponse http_request(int port, const std::string& method, const std::string& path,

@@ -24,6 +24,9 @@ HttpResponse http_request(int port, const std::string& method, const std::string
                           const std::string& body = "",
                           const std::map<std::string, std::string>& headers = {});
 
+// The value of series `name` (no labels) in a /metrics body; NaN when it is absent.
+double metric_value(const std::string& metrics, const std::string& name);
+
 // Opens a streaming request and closes the socket after `bytes` bytes of the response arrived
 // and `wait` more passed (a client that goes away mid-stream). Returns what was read. With
 // `reset` the close is abortive (a reset, as from a killed process), which the daemon notices at

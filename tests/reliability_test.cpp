@@ -36,12 +36,8 @@ class ReliabilityTest : public ::testing::Test {
     return test::long_request(dir_->path() / "kl.waste", max_tokens, stream);
   }
 
-  static std::string metric(int port, const std::string& name) {
-    std::string body = http_request(port, "GET", "/metrics").body;
-    size_t at = body.find("\n" + name + " ");
-    if (at == std::string::npos) return "";
-    at += name.size() + 2;
-    return body.substr(at, body.find('\n', at) - at);
+  static double metric(int port, const std::string& name) {
+    return test::metric_value(http_request(port, "GET", "/metrics").body, name);
   }
 
   static test::TempDir* dir_;
@@ -77,7 +73,7 @@ TEST_F(ReliabilityTest, BytesAfterABodyLoseNothing) {
       d->port(), post(long_request(64, true), "keep-alive") + post(kHello, "close"), false);
   EXPECT_EQ(count(raw, "HTTP/1.1 200"), 2u) << raw;
   EXPECT_EQ(count(raw, "data: [DONE]"), 1u) << raw;
-  EXPECT_EQ(metric(d->port(), "waste_requests_cancelled_total"), "0");
+  EXPECT_EQ(metric(d->port(), "waste_requests_cancelled_total"), 0);
 }
 
 TEST_F(ReliabilityTest, AHalfClosedClientGetsItsAnswer) {
@@ -87,21 +83,21 @@ TEST_F(ReliabilityTest, AHalfClosedClientGetsItsAnswer) {
   EXPECT_NE(raw.find("\"chat.completion\""), std::string::npos) << raw;
   raw = test::http_exchange(d->port(), "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n", true);
   EXPECT_NE(raw.find("\"status\":\"ok\""), std::string::npos) << raw;
-  EXPECT_EQ(metric(d->port(), "waste_requests_cancelled_total"), "0");
+  EXPECT_EQ(metric(d->port(), "waste_requests_cancelled_total"), 0);
 }
 
 // SIGTERM: no new work; the queued request is answered 503 at once; the running stream gets its
 // grace, then ends with an error event and [DONE]; the exit code says something was cut.
 TEST_F(ReliabilityTest, ShutdownGivesTheRunningReplyItsGraceThenCutsIt) {
-  auto d = test::start_daemon({kl(), "--shutdown-grace", "1", "--ctx", "4096"});
+  auto d = test::start_daemon({kl(), "--shutdown-grace", "1", "--ctx", "4096", "--parallel", "1"});
   const int port = d->port();
   HttpResponse running, queued;
   std::thread a([&] {
     running = http_request(port, "POST", "/v1/chat/completions", long_request(4000, true));
   });
-  ASSERT_TRUE(test::eventually([&] { return metric(port, "waste_busy") == "1"; }));
+  ASSERT_TRUE(test::eventually([&] { return metric(port, "waste_busy") == 1; }));
   std::thread b([&] { queued = http_request(port, "POST", "/v1/chat/completions", kHello); });
-  ASSERT_TRUE(test::eventually([&] { return metric(port, "waste_queue_depth") == "1"; }));
+  ASSERT_TRUE(test::eventually([&] { return metric(port, "waste_queue_depth") == 1; }));
   d->signal(SIGTERM);
   EXPECT_EQ(d->wait_exit(30), 3) << d->log();
   a.join();
@@ -114,6 +110,29 @@ TEST_F(ReliabilityTest, ShutdownGivesTheRunningReplyItsGraceThenCutsIt) {
   EXPECT_NE(events[events.size() - 2].find("\"code\":\"shutting_down\""), std::string::npos)
       << events[events.size() - 2];
   EXPECT_NE(d->log().find("cut short"), std::string::npos) << d->log();
+}
+
+// Every slot's reply is cut alike: two streams running side by side both end with the error
+// event and [DONE], and the log counts both.
+TEST_F(ReliabilityTest, ShutdownCutsEveryRunningSlot) {
+  auto d = test::start_daemon({kl(), "--shutdown-grace", "0", "--ctx", "4096", "--parallel", "2"});
+  const int port = d->port();
+  std::vector<HttpResponse> running(2);
+  std::vector<std::thread> clients;
+  for (HttpResponse& r : running)
+    clients.emplace_back(
+        [&] { r = http_request(port, "POST", "/v1/chat/completions", long_request(4000, true)); });
+  ASSERT_TRUE(test::eventually([&] { return metric(port, "waste_slots_busy") == 2; }));
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait_exit(30), 3) << d->log();
+  for (std::thread& t : clients) t.join();
+  for (const HttpResponse& r : running) {
+    std::vector<std::string> events = r.events();
+    ASSERT_GE(events.size(), 2u);
+    EXPECT_EQ(events.back(), "[DONE]");
+    EXPECT_NE(events[events.size() - 2].find("\"code\":\"shutting_down\""), std::string::npos);
+  }
+  EXPECT_NE(d->log().find("2 replies were cut short"), std::string::npos) << d->log();
 }
 
 TEST_F(ReliabilityTest, ShutdownWithNothingCutExitsZero) {

@@ -214,7 +214,7 @@ TEST_F(ServerTest, ApiKeyGuardsV1AndMetricsButNotHealth) {
 }
 
 TEST_F(ServerTest, FullQueueAnswers429WithRetryAfter) {
-  auto d = start({kl(), "--queue", "0"});
+  auto d = start({kl(), "--queue", "0", "--parallel", "1"});
   int slow_status = 0;
   std::thread slow([&] {
     slow_status =
@@ -312,6 +312,69 @@ TEST_F(ServerTest, ConcurrentClientsAllGetAnswers) {
     });
   for (auto& t : ts) t.join();
   for (int s : status) EXPECT_EQ(s, 200);
+}
+
+// Conversations in parallel slots share steps, and each reply is the one it gets alone (the
+// replies alone ran first, so the shared run also restores their snapshots).
+TEST_F(ServerTest, ParallelConversationsShareStepsAndEachGetsItsAloneReply) {
+  for (const std::string& model : {k3(), kl()}) {
+    auto d = start({model, "--parallel", "3", "--prompt-cache-dir", "off"});
+    auto body = [](int i) {
+      return fmt::format(
+          R"({{"messages":[{{"role":"user","content":"tell me about {}"}}],"max_tokens":40,)"
+          R"("temperature":1,"seed":{}}})",
+          std::string(i + 1, 'x'), i);
+    };
+    auto content = [&](const HttpResponse& r) {
+      EXPECT_EQ(r.status, 200) << r.body;
+      return std::string(str(parse(r.body)["choices"].at(0)["message"]["content"]));
+    };
+    std::vector<std::string> alone, together(3);
+    for (int i = 0; i < 3; i++)
+      alone.push_back(content(http_request(d->port(), "POST", "/v1/chat/completions", body(i))));
+    auto metric = [&](const std::string& name) {
+      return test::metric_value(http_request(d->port(), "GET", "/metrics").body, name);
+    };
+    const double steps = metric("waste_step_conversations_total") - metric("waste_steps_total");
+    std::vector<HttpResponse> replies(3);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 3; i++)
+      ts.emplace_back([&, i] {
+        replies[i] = http_request(d->port(), "POST", "/v1/chat/completions", body(i));
+      });
+    for (auto& t : ts) t.join();
+    for (int i = 0; i < 3; i++) EXPECT_EQ(content(replies[i]), alone[i]) << model << " " << i;
+    // Some step carried more than one conversation.
+    EXPECT_GT(metric("waste_step_conversations_total") - metric("waste_steps_total"), steps);
+    EXPECT_EQ(metric("waste_slots"), 3);
+    EXPECT_NE(http_request(d->port(), "GET", "/health").body.find("\"slots_free\":3"),
+              std::string::npos);
+  }
+}
+
+// A short request sent during another's long prefill is answered before that prefill ends (one
+// slot would hold it until the long reply was done).
+TEST_F(ServerTest, AShortRequestIsAnsweredDuringAnotherOnesLongPrefill) {
+  auto d = start({kl(), "--parallel", "2", "--prompt-cache-dir", "off"});
+  std::string words;
+  for (int i = 0; i < 3000; i++) words += fmt::format("w{} ", i % 97);
+  const std::string long_body = fmt::format(
+      R"({{"messages":[{{"role":"user","content":"{}"}}],"max_tokens":4,"temperature":0}})", words);
+  std::atomic<bool> long_done{false};
+  std::thread long_client([&] {
+    EXPECT_EQ(http_request(d->port(), "POST", "/v1/chat/completions", long_body).status, 200);
+    long_done = true;
+  });
+  ASSERT_TRUE(test::eventually([&] {
+    return test::metric_value(http_request(d->port(), "GET", "/metrics").body,
+                              "waste_step_tokens_total") > 0;
+  }));
+  HttpResponse r = http_request(d->port(), "POST", "/v1/chat/completions", kHello);
+  const bool before = !long_done;
+  long_client.join();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(before) << "the short request waited for the long prefill";
+  EXPECT_NE(d->log().find(" slot 1: "), std::string::npos) << d->log();
 }
 
 TEST_F(ServerTest, K3ThinkingOnGoesToReasoningOffToContent) {
@@ -967,6 +1030,27 @@ TEST_P(ServerSdkTest, ZodSchemasThroughTheSdksValidate) {
                     " http://127.0.0.1:" + std::to_string(d->port()) + "/v1";
   EXPECT_EQ(test::run_command(cmd, &out), 0) << out << d->log();
   EXPECT_NE(out.find("structured sdks: ok"), std::string::npos) << out;
+}
+
+// Two clients run the OpenAI SDK suite at once against one daemon with two slots.
+TEST_P(ServerSdkTest, TheOpenAISdkSuiteRunsTwiceAtOnce) {
+  auto d = start({model(), "--api-key", "test-key", "--parallel", "2"});
+  const std::string cmd = "node " + script("openai_sdk.mjs") +
+                          " http://127.0.0.1:" + std::to_string(d->port()) + "/v1 " + GetParam();
+  std::vector<std::string> out(2);
+  std::vector<int> rc(2);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 2; i++) ts.emplace_back([&, i] { rc[i] = test::run_command(cmd, &out[i]); });
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ(rc[i], 0) << out[i] << d->log();
+    EXPECT_NE(out[i].find("openai sdk: ok"), std::string::npos) << out[i];
+  }
+  const std::string metrics =
+      http_request(d->port(), "GET", "/metrics", "", {{"Authorization", "Bearer test-key"}}).body;
+  EXPECT_GT(test::metric_value(metrics, "waste_step_conversations_total"),
+            test::metric_value(metrics, "waste_steps_total"))
+      << "no step carried both clients";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ServerSdkTest, ::testing::Values("k3", "k2"), family_name);

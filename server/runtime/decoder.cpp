@@ -76,9 +76,9 @@ bool Decoder::feed(Session& s, const DecodeInput& in, size_t from, size_t to, fl
     size_t n = std::min(chunk, to - at);
     std::vector<EmbeddingOverride> embeds;  // image positions take tower rows
     if (in.images)
-      gate_.with_pool([&](ThreadPool& pool) { embeds = in.images->overrides(at, n, pool); });
-    gate_.forward(s, std::span<const int32_t>(in.prompt).subspan(at, n),
-                  at + n == to ? logits : nullptr, embeds);
+      member_->with_pool([&](ThreadPool& pool) { embeds = in.images->overrides(at, n, pool); });
+    member_->forward(s, std::span<const int32_t>(in.prompt).subspan(at, n),
+                     at + n == to ? logits : nullptr, embeds);
     sink.prefill_progress(at + n, in.prompt.size());
   }
   return true;
@@ -128,7 +128,7 @@ bool Decoder::score(Session& s, const DecodeInput& in, ReplySink& sink) {
   sink.on_prompt_token(p[0], nullptr);
   for (size_t at = 0; at < p.size(); at++) {
     if (sink.cancelled()) return false;
-    gate_.forward(s, std::span<const int32_t>(&p[at], 1), logits_.data());
+    member_->forward(s, std::span<const int32_t>(&p[at], 1), logits_.data());
     sink.prefill_progress(at + 1, p.size());
     if (at + 1 < p.size()) sink.on_prompt_token(p[at + 1], &scorer.score(logits_, {}, p[at + 1]));
   }
@@ -154,6 +154,11 @@ std::vector<DecodeResult> Decoder::run(Session& s, DecodeInput& in,
                                        std::span<ReplyParser* const> parsers, ReplySink& sink) {
   if (parsers.empty()) fail<UsageError>("a generation needs at least one reply");
   StepGate::Member member(gate_);
+  member_ = &member;
+  struct Seat {  // member_ never outlives the membership, whatever run() throws
+    StepGate::Member*& m;
+    ~Seat() { m = nullptr; }
+  } seat{member_};
   std::vector<DecodeResult> out(1);
   out[0].prompt_tokens = (int64_t)in.prompt.size();
   logits_.assign((size_t)model_.config().vocab, 0.0f);
@@ -217,7 +222,7 @@ void Decoder::decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink
     }
     // The prompt and the whole reply fit the context (the reply's last token is never fed).
     if ((int64_t)r.tokens.size() >= in.max_new || s.room() <= 1) break;
-    gate_.forward(s, std::span<const int32_t>(&r.tokens.back(), 1), logits_.data());
+    member_->forward(s, std::span<const int32_t>(&r.tokens.back(), 1), logits_.data());
   }
   r.decode_seconds = seconds_since(t0);
   if (r.finish == Finish::kCancelled) return;

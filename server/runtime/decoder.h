@@ -108,6 +108,7 @@ class Decoder {
   // the first cancelled one.
   std::vector<DecodeResult> run(Session& s, DecodeInput& in, std::span<ReplyParser* const> parsers,
                                 ReplySink& sink);
+  Model& model() const { return model_; }
   // The logits after the last position run() computed (vocab floats).
   const std::vector<float>& logits() const { return logits_; }
 
@@ -122,6 +123,7 @@ class Decoder {
 
   std::unique_ptr<StepGate> own_gate_;  // alone: a gate of one
   StepGate& gate_;
+  StepGate::Member* member_ = nullptr;  // during run()
   Model& model_;
   PrefixCache* cache_;
   std::vector<float> logits_;

@@ -9,13 +9,13 @@ using Clock = std::chrono::steady_clock;
 
 // One forward() call while it waits: how far its tokens have run.
 struct StepGate::Call {
+  Member* member = nullptr;
   Session* session = nullptr;
   std::span<const int32_t> tokens;
   float* logits = nullptr;
   std::span<const EmbeddingOverride> embeds;
-  size_t done = 0;           // tokens already in the session
-  uint64_t last_served = 0;  // the step that last took its tokens (0: none yet)
-  Clock::time_point since;   // when it started waiting for its next step
+  size_t done = 0;          // tokens already in the session
+  Clock::time_point since;  // when it started waiting for its next step
   bool finished = false;
   std::exception_ptr error;
 };
@@ -57,11 +57,21 @@ bool StepGate::ready(Clock::time_point now) const {
   return now >= (*oldest)->since + opt_.gather;
 }
 
-void StepGate::forward(Session& s, std::span<const int32_t> tokens, float* logits,
+void StepGate::Member::forward(Session& s, std::span<const int32_t> tokens, float* logits,
+                               std::span<const EmbeddingOverride> embeds) {
+  gate_.forward(*this, s, tokens, logits, embeds);
+}
+
+void StepGate::Member::with_pool(const std::function<void(ThreadPool&)>& fn) {
+  gate_.with_pool(fn);
+}
+
+void StepGate::forward(Member& m, Session& s, std::span<const int32_t> tokens, float* logits,
                        std::span<const EmbeddingOverride> embeds) {
   // Refused here, before it can share a step: a bad call must not fail its neighbours.
   model_.check_input(s, tokens, embeds);
   Call call;
+  call.member = &m;
   call.session = &s;
   call.tokens = tokens;
   call.logits = logits;
@@ -84,26 +94,38 @@ void StepGate::forward(Session& s, std::span<const int32_t> tokens, float* logit
   if (call.error) std::rethrow_exception(call.error);
 }
 
+std::vector<size_t> StepGate::shares() const {
+  std::vector<size_t> take(waiting_.size(), 1);
+  std::vector<size_t> order(waiting_.size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  auto run = [&](size_t i) { return waiting_[i]->member->run_; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return run(a) < run(b); });
+  const bool newcomer = !order.empty() && run(order[0]) == 0;
+  size_t budget = (size_t)opt_.step_tokens;
+  for (size_t i : order) {
+    if (newcomer && run(i) > 0) break;  // the newcomers' step stays as short as theirs alone
+    const Call& c = *waiting_[i];
+    const size_t extra = std::min(c.tokens.size() - c.done - 1, budget);
+    take[i] += extra;
+    budget -= extra;
+  }
+  return take;
+}
+
 void StepGate::run_step(std::unique_lock<std::mutex>& lock) {
   running_ = true;
-  // Every waiting call moves one token; the prompt budget goes to the least recently served.
-  std::vector<Call*> order(waiting_);
-  std::stable_sort(order.begin(), order.end(),
-                   [](Call* a, Call* b) { return a->last_served < b->last_served; });
-  int64_t budget = opt_.step_tokens;
+  const std::vector<Call*> calls(waiting_);
+  const std::vector<size_t> take = shares();
   std::vector<StepPiece> pieces;
-  std::vector<std::vector<EmbeddingOverride>> embeds(order.size());
-  for (size_t i = 0; i < order.size(); i++) {
-    Call& c = *order[i];
-    const size_t left = c.tokens.size() - c.done;
-    const size_t extra = std::min(left - 1, (size_t)std::max<int64_t>(budget, 0));
-    budget -= (int64_t)extra;
-    const size_t n = 1 + extra;
+  std::vector<std::vector<EmbeddingOverride>> embeds(calls.size());
+  for (size_t i = 0; i < calls.size(); i++) {
+    const Call& c = *calls[i];
+    const size_t end = c.done + take[i];
     for (const EmbeddingOverride& e : c.embeds)  // re-based to this piece
-      if (e.index >= (int64_t)c.done && e.index < (int64_t)(c.done + n))
+      if (e.index >= (int64_t)c.done && e.index < (int64_t)end)
         embeds[i].push_back({e.index - (int64_t)c.done, e.row});
-    pieces.push_back({c.session, c.tokens.subspan(c.done, n),
-                      c.done + n == c.tokens.size() ? c.logits : nullptr, embeds[i]});
+    pieces.push_back({c.session, c.tokens.subspan(c.done, take[i]),
+                      end == c.tokens.size() ? c.logits : nullptr, embeds[i]});
   }
   lock.unlock();
   std::exception_ptr error;
@@ -113,14 +135,12 @@ void StepGate::run_step(std::unique_lock<std::mutex>& lock) {
     error = std::current_exception();
   }
   lock.lock();
-  const uint64_t step = ++served_;
   const Clock::time_point now = Clock::now();
-  int64_t tokens = 0;
-  for (size_t i = 0; i < order.size(); i++) {
-    Call& c = *order[i];
-    c.done += pieces[i].tokens.size();
-    tokens += (int64_t)pieces[i].tokens.size();
-    c.last_served = step;
+  for (size_t i = 0; i < calls.size(); i++) {
+    Call& c = *calls[i];
+    c.done += take[i];
+    c.member->run_ += take[i];
+    counters_.tokens += take[i];
     c.since = now;  // the rest waits for the others' next calls, as a new call would
     c.error = error;
     c.finished = error || c.done == c.tokens.size();
@@ -129,8 +149,7 @@ void StepGate::run_step(std::unique_lock<std::mutex>& lock) {
       std::remove_if(waiting_.begin(), waiting_.end(), [](Call* c) { return c->finished; }),
       waiting_.end());
   counters_.steps++;
-  counters_.tokens += (uint64_t)tokens;
-  counters_.pieces += pieces.size();
+  counters_.pieces += calls.size();
   running_ = false;
   cv_.notify_all();
 }
