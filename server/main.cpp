@@ -84,7 +84,8 @@ const Command kCommands[] = {
     {"cache", waste::cli::cmd_cache,
      "waste cache [--prompt-cache-dir DIR] (ls | prune [--max BYTES] | clear)   (the prompt "
      "cache on disk; default folder as waste serve's)"},
-    {"plan", waste::cli::cmd_plan, "waste plan MODEL [--ctx N] [--budget B] [--json]"},
+    {"plan", waste::cli::cmd_plan,
+     "waste plan MODEL [--ctx N] [--budget B] [--parallel N] [--json]"},
     {"bench", waste::cli::cmd_bench,
      "waste bench MODEL [--tokens N] [--prompt-tokens P] [--json] [--disk-reads N] "
      "[--no-resident]",

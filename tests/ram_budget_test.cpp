@@ -155,6 +155,32 @@ TEST(Budget, TheFloorCountsEveryThreadsAttentionScores) {
   EXPECT_EQ(longer.scratch_bytes - four.scratch_bytes, 4 * 8192 * scores_per_position);
 }
 
+// Sessions beyond the first hold their state in the RAM beside the budget, under the cap: the
+// default takes as many as fit (at least one, at most kDefaultParallel); a number that does not
+// fit is refused with the numbers.
+TEST(Budget, ParallelSessionsFitBesideTheBudget) {
+  MemoryPlan p = plan(29 * G, 17 * G);
+  p.state_bytes = 4 * G;
+  Budget b = plan_budget(p, std::nullopt, 64 * G);  // budget 46 of a 56 GiB cap: 10 GiB beside
+  EXPECT_EQ(plan_parallel(p, b, 0), 3);
+  EXPECT_EQ(plan_parallel(p, b, 3), 3);
+  try {
+    plan_parallel(p, b, 4);
+    ADD_FAILURE() << "4 sessions do not fit";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("3 more session states of 4.00 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 fit"), std::string::npos) << m;
+  }
+  p.state_bytes = 1 << 20;  // small state: the default stops at kDefaultParallel
+  EXPECT_EQ(plan_parallel(p, b, 0), kDefaultParallel);
+  EXPECT_EQ(plan_parallel(p, b, 200), 200);
+  b.budget = b.cap;  // nothing beside: one session, the one the floor holds
+  p.state_bytes = 4 * G;
+  EXPECT_EQ(plan_parallel(p, b, 0), 1);
+  EXPECT_EQ(plan_parallel(p, b, 1), 1);
+}
+
 TEST(Budget, ParsesSizes) {
   EXPECT_EQ(parse_bytes("48G"), 48 * G);
   EXPECT_EQ(parse_bytes("1.5GiB"), 3 * G / 2);

@@ -14,7 +14,7 @@
 namespace waste::cli {
 
 int cmd_plan(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--ctx", "--budget", "--threads"}, {"--json"});
+  Args a(argc, argv, 2, {"--ctx", "--budget", "--threads", "--parallel"}, {"--json"});
   if (a.positional().size() != 1) throw UsageFailure{"expected exactly one MODEL path"};
   OpenOptions opt;
   opt.load_trunk = false;
@@ -26,6 +26,7 @@ int cmd_plan(int argc, char** argv) {
   MemoryPlan p = plan_memory(c->manifest(), ctx, threads);
   Budget b = plan_budget(p, eo.budget, usable.bytes);
   uint64_t slots = p.record_bytes ? b.cache_bytes / p.record_bytes : 0;
+  const int parallel = plan_parallel(p, b, (int)a.get_int("--parallel", 0, 1, 256));
   if (a.has("--json")) {
     JsonWriter w;
     w.begin_object();
@@ -39,6 +40,7 @@ int cmd_plan(int argc, char** argv) {
     w.key("budget_explicit").value(b.explicit_budget).key("working_sets").value(b.working_sets);
     w.key("cache_bytes").value(b.cache_bytes).key("cache_slots").value(slots);
     w.key("window_tokens").value(b.window).key("window_token_bytes").value(p.window_token_bytes);
+    w.key("parallel").value(parallel);
     fmt::print("{}\n", w.end_object().str());
     return 0;
   }
@@ -62,6 +64,10 @@ int cmd_plan(int argc, char** argv) {
   fmt::print("  prefill window   {} tokens ({} per token; the floor holds {})\n", b.window,
              human_bytes(p.window_token_bytes), kMinWindowTokens);
   fmt::print("  expert cache     {} = {} records\n", human_bytes(b.cache_bytes), slots);
+  fmt::print(
+      "  conversations    {} at once ({} of session state each beyond the first, beside "
+      "the budget)\n",
+      parallel, human_bytes(p.state_bytes));
   return 0;
 }
 
