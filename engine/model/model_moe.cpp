@@ -145,14 +145,18 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
       xi = xi_buf.data();
     }
     // Gate and up tables per token: the codebooks are per layer, so every expert shares them.
+    // One pass over every token's positions: a table entry depends on its token and position
+    // only, so the split never changes a bit.
     const SteadyClock::time_point t0 = SteadyClock::now();
-    for (int64_t t = 0; t < T && !batched; t++) {
-      pool_->parallel_for(nv, 8, [&](int64_t b, int64_t e) {
-        cp_.k->vq_lut(gate_books, xi + t * width + b * kVqDim, e - b,
-                      &lut_gate[(t * nv + b) * book]);
-        cp_.k->vq_lut(up_books, xi + t * width + b * kVqDim, e - b, &lut_up[(t * nv + b) * book]);
+    if (!batched)
+      pool_->parallel_for(T * nv, 8, [&](int64_t b, int64_t e) {
+        for (int64_t at = b; at < e;) {
+          const int64_t t = at / nv, v = at % nv, n = std::min(e - at, nv - v);
+          cp_.k->vq_lut(gate_books, xi + t * width + v * kVqDim, n, &lut_gate[at * book]);
+          cp_.k->vq_lut(up_books, xi + t * width + v * kVqDim, n, &lut_up[at * book]);
+          at += n;
+        }
       });
-    }
     kernel_clock_.experts += seconds_since(t0);
     if (w.has_shared) {
       shared.resize(T * hid);
@@ -162,7 +166,8 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
 
   std::vector<float> y(T * K * width);  // per token and slot
   const int64_t nv_down = inter / kVqDim;
-  std::vector<float> g(inter), up(inter), lut_down(nv_down * book);
+  // The per-token path's buffers for one expert's users: [n][inter] and [n][nv_down * book].
+  std::vector<float> g, up, lut_down;
   // The batched path's buffers: one expert's users, [n][width] in and out and [n][inter] between.
   std::vector<float> xs, gs, us, ys;
   auto apply_to_all = [&](const std::vector<int64_t>& slots, const ExpertView& ev) {
@@ -204,21 +209,36 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
           kernel_clock_.experts += seconds_since(t0);
           return;
         }
-        for (int64_t slot : users[i]) {
-          const int64_t t = slot / K;
-          pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
-            cp_.k->vq_rows(&lut_gate[t * nv * book], q.stages, q.entries, ev.gate, g.data(), b, e);
-            cp_.k->vq_rows(&lut_up[t * nv * book], q.stages, q.entries, ev.up, up.data(), b, e);
-            for (int64_t x = b; x < e; x++) g[x] = act_(g[x], up[x]);
-          });
-          pool_->parallel_for(nv_down, 8, [&](int64_t b, int64_t e) {
-            cp_.k->vq_lut(down_books, g.data() + b * kVqDim, e - b, &lut_down[b * book]);
-          });
-          float* yj = &y[slot * width];
-          pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
-            cp_.k->vq_rows(lut_down.data(), q.stages, q.entries, ev.down, yj, b, e);
-          });
-        }
+        // All of the expert's users in each pass, so a step of several tokens pays the passes'
+        // fork and join once per expert, not once per token; each user's sums are its own.
+        const std::vector<int64_t>& slots = users[i];
+        const int64_t n = (int64_t)slots.size();
+        g.resize(n * inter);
+        up.resize(n * inter);
+        lut_down.resize(n * nv_down * book);
+        pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
+          for (int64_t k = 0; k < n; k++) {
+            const float* lg = &lut_gate[slots[k] / K * nv * book];
+            const float* lu = &lut_up[slots[k] / K * nv * book];
+            float* gk = &g[k * inter];
+            float* uk = &up[k * inter];
+            cp_.k->vq_rows(lg, q.stages, q.entries, ev.gate, gk, b, e);
+            cp_.k->vq_rows(lu, q.stages, q.entries, ev.up, uk, b, e);
+            for (int64_t x = b; x < e; x++) gk[x] = act_(gk[x], uk[x]);
+          }
+        });
+        pool_->parallel_for(n * nv_down, 8, [&](int64_t b, int64_t e) {
+          for (int64_t at = b; at < e;) {
+            const int64_t k = at / nv_down, v = at % nv_down, m = std::min(e - at, nv_down - v);
+            cp_.k->vq_lut(down_books, &g[k * inter + v * kVqDim], m, &lut_down[at * book]);
+            at += m;
+          }
+        });
+        pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
+          for (int64_t k = 0; k < n; k++)
+            cp_.k->vq_rows(&lut_down[k * nv_down * book], q.stages, q.entries, ev.down,
+                           &y[slots[k] * width], b, e);
+        });
         kernel_clock_.experts += seconds_since(t0);
       },
       layer + 1, next, expert_free_work);
