@@ -223,25 +223,33 @@ void Model::run_step(std::span<const StepPiece> pieces) {
     if (ar) ch.x = ch.p;
     layer_seconds_[l] += seconds_since(t0);
   }
+  // The pieces that want logits share one pass over the LM head (matmul gives matvec's bits).
+  std::vector<size_t> want;
   for (size_t i = 0; i < pieces.size(); i++) {
     const StepPiece& p = pieces[i];
     p.session->tokens.insert(p.session->tokens.end(), p.tokens.begin(), p.tokens.end());
-    if (!p.logits) continue;
-    const int64_t row = first[i] + (int64_t)p.tokens.size() - 1;
-    float* last = &ch.x[row * hid];
+    if (p.logits) want.push_back(i);
+  }
+  if (want.empty()) return;
+  std::vector<float> last(want.size() * hid);  // [pieces wanting logits][hidden]
+  for (size_t k = 0; k < want.size(); k++) {
+    const int64_t row = first[want[k]] + (int64_t)pieces[want[k]].tokens.size() - 1;
+    float* x = &ch.x[row * hid];
     if (ar && !ch.blocks.empty()) {
       std::vector<const float*> b;
       for (auto& blk : ch.blocks) b.push_back(blk.data() + row * hid);
-      attn_res(b, last, w_.out_res_norm, w_.out_res_proj, hid, c.rms_eps, last);
+      attn_res(b, x, w_.out_res_norm, w_.out_res_proj, hid, c.rms_eps, x);
     }
-    logits_of(last, p.logits);
+    rmsnorm(x, w_.final_norm, hid, c.rms_eps, &last[k * hid]);
   }
-}
-
-void Model::logits_of(const float* x, float* logits) {
-  std::vector<float> h(config().hidden);
-  rmsnorm(x, w_.final_norm, config().hidden, config().rms_eps, h.data());
-  cp_.linear(w_.lm_head, h.data(), 1, logits);
+  if (want.size() == 1) {
+    cp_.linear(w_.lm_head, last.data(), 1, pieces[want[0]].logits);
+    return;
+  }
+  const int64_t V = c.vocab;
+  std::vector<float> logits(want.size() * V);  // [pieces wanting logits][vocab]
+  cp_.linear(w_.lm_head, last.data(), (int64_t)want.size(), logits.data());
+  for (size_t k = 0; k < want.size(); k++) std::copy_n(&logits[k * V], V, pieces[want[k]].logits);
 }
 
 }  // namespace waste

@@ -117,7 +117,6 @@ class Model {
   void mla(int layer, Session& s, int64_t T, const float* u, float* out);
   void dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out);
   void moe(int layer, int64_t T, const float* u, float* out);
-  void logits_of(const float* x, float* logits);
   std::vector<int> predict_next(int layer, int64_t T, const float* u);
 
   const Container& c_;
