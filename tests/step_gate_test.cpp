@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/base/error.h"
 #include "engine/synth/synth.h"
 #include "prompt_templates/reply_grammar.h"
 #include "server/runtime/decoder.h"
@@ -201,6 +202,39 @@ TEST_P(StepGateTest, AShortRequestIsNotHeldBehindALongPrefill) {
   EXPECT_LT(short_sink.first_token_prefilled_by_other, 600u / 2)
       << "the short request waited for most of the long prefill";
   EXPECT_EQ(long_sink.prefilled, 600u);
+}
+
+// A call the model refuses (here: past its session's context) fails alone, before it can share a
+// step; the member beside it runs on to its alone reply.
+TEST_P(StepGateTest, ARefusedCallFailsAloneBesideARunningConversation) {
+  Model& model = host_->model();
+  DecodeInput in = input(ids(30, 2), 20, 0.8f, 4);
+  Outcome alone;
+  {
+    Decoder d(model, nullptr);
+    CountingSink sink;
+    alone = run(d, in, sink);
+  }
+  StepGate gate(model);
+  Outcome together;
+  std::thread neighbour([&] {
+    DecodeInput again = input(ids(30, 2), 20, 0.8f, 4);
+    Decoder d(gate, nullptr);
+    CountingSink sink;
+    together = run(d, again, sink);
+  });
+  {
+    StepGate::Member m(gate);
+    Session small = model.new_session(8);
+    const std::vector<int32_t> too_long = ids(9, 3);
+    std::vector<float> logits(model.config().vocab);
+    for (int i = 0; i < 5; i++) EXPECT_THROW(m.forward(small, too_long, logits.data()), UsageError);
+    EXPECT_EQ(small.pos(), 0);
+    EXPECT_FALSE(small.broken);
+  }
+  neighbour.join();
+  EXPECT_EQ(together.result.tokens, alone.result.tokens);
+  EXPECT_TRUE(together.logits == alone.logits);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, StepGateTest, ::testing::Values(Arch::kKimiLinear, Arch::kK3),
