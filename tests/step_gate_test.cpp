@@ -4,6 +4,7 @@
 // that cancels; and a short request is not held behind a long prefill. Both architectures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -202,6 +203,51 @@ TEST_P(StepGateTest, AShortRequestIsNotHeldBehindALongPrefill) {
   EXPECT_LT(short_sink.first_token_prefilled_by_other, 600u / 2)
       << "the short request waited for most of the long prefill";
   EXPECT_EQ(long_sink.prefilled, 600u);
+}
+
+// Two conversations with the same preamble (a snapshot point after it) started at once: one
+// computes the preamble, the other waits for its snapshot and restores it, and both replies are
+// their alone ones. Whoever claims first computes; the other restores, however they interleave.
+TEST_P(StepGateTest, TwoConversationsWithOnePreambleComputeItOnce) {
+  Model& model = host_->model();
+  const std::vector<int32_t> preamble = ids(48, 11);
+  auto prompt = [&](int salt) {
+    std::vector<int32_t> p(preamble);
+    for (int32_t id : ids(9, salt)) p.push_back(id);
+    return p;
+  };
+  auto make = [&](int salt) {
+    DecodeInput in = input(prompt(salt), 10, 0.9f, (uint64_t)salt);
+    in.snapshots = {preamble.size()};
+    return in;
+  };
+  std::vector<Outcome> alone;
+  for (int salt : {1, 2}) {
+    Decoder d(model, nullptr);
+    DecodeInput in = make(salt);
+    CountingSink sink;
+    alone.push_back(run(d, in, sink));
+  }
+  PrefixCache cache(1ull << 30);
+  StepGate gate(model);
+  std::vector<Outcome> together(2);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; k++)
+    threads.emplace_back([&, k] {
+      Decoder d(gate, &cache);
+      DecodeInput in = make(k + 1);
+      CountingSink sink;
+      together[k] = run(d, in, sink);
+    });
+  for (std::thread& t : threads) t.join();
+  std::vector<int64_t> cached = {together[0].result.cached_tokens,
+                                 together[1].result.cached_tokens};
+  std::sort(cached.begin(), cached.end());
+  EXPECT_EQ(cached, (std::vector<int64_t>{0, (int64_t)preamble.size()}));
+  for (int k = 0; k < 2; k++) {
+    EXPECT_EQ(together[k].result.tokens, alone[k].result.tokens) << k;
+    EXPECT_TRUE(together[k].logits == alone[k].logits) << k;
+  }
 }
 
 // A call the model refuses (here: past its session's context) fails alone, before it can share a

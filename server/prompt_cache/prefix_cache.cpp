@@ -12,6 +12,62 @@ std::vector<uint64_t> position_keys(std::span<const int32_t> tokens,
   return keys;
 }
 
+std::optional<PrefixCache::Claim> PrefixCache::claim(std::span<const int32_t> prompt,
+                                                     std::span<const uint64_t> media, size_t have,
+                                                     std::span<const size_t> points) {
+  std::vector<uint64_t> want = position_keys(prompt, media);
+  auto claimed = [&] {  // under mu_
+    for (const auto& [id, c] : claims_) {
+      const size_t common =
+          std::mismatch(c.keys.begin(), c.keys.end(), want.begin(), want.end()).first -
+          c.keys.begin();
+      for (size_t q : c.points)
+        if (q > have && q <= common && q < want.size()) return true;
+    }
+    return false;
+  };
+  std::unique_lock<std::mutex> lock(mu_);
+  if (claimed()) {
+    claims_cv_.wait(lock, [&] { return !claimed(); });
+    return std::nullopt;
+  }
+  Claimed c{std::move(want), {}};
+  for (size_t q : points)
+    if (q > have && q < prompt.size()) c.points.push_back(q);
+  const uint64_t id = next_claim_++;
+  claims_.emplace(id, std::move(c));
+  return Claim(this, id);
+}
+
+void PrefixCache::release(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claims_.erase(id);
+  claims_cv_.notify_all();
+}
+
+PrefixCache::Claim& PrefixCache::Claim::operator=(Claim&& o) noexcept {
+  if (this != &o) {
+    if (cache_) cache_->release(id_);
+    cache_ = o.cache_;
+    id_ = o.id_;
+    o.cache_ = nullptr;
+  }
+  return *this;
+}
+
+PrefixCache::Claim::~Claim() {
+  if (cache_) cache_->release(id_);
+}
+
+void PrefixCache::Claim::reached(size_t point) {
+  if (!cache_) return;
+  std::lock_guard<std::mutex> lock(cache_->mu_);
+  auto it = cache_->claims_.find(id_);
+  if (it == cache_->claims_.end()) return;
+  std::erase(it->second.points, point);
+  cache_->claims_cv_.notify_all();
+}
+
 std::optional<Session> PrefixCache::longest_prefix(std::span<const int32_t> prompt,
                                                    std::span<const uint64_t> media) {
   std::vector<uint64_t> want = position_keys(prompt, media);

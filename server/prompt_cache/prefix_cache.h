@@ -17,8 +17,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,6 +56,32 @@ class PrefixCache {
   void put(const Session& s, std::span<const uint64_t> media = {},
            SnapshotKind kind = SnapshotKind::kLasting);
 
+  // Prefills under way, so that conversations running at once with the same preamble compute it
+  // once: a prefill claims the snapshot points it will reach, and another whose prompt shares a
+  // prefix up to such a point waits for that snapshot instead of computing the same positions
+  // beside it.
+  class Claim {
+   public:
+    Claim() = default;
+    Claim(Claim&& o) noexcept : cache_(o.cache_), id_(o.id_) { o.cache_ = nullptr; }
+    Claim& operator=(Claim&& o) noexcept;
+    ~Claim();
+    // The snapshot at `point` was kept, or will not be: its waiters look again.
+    void reached(size_t point);
+
+   private:
+    friend class PrefixCache;
+    Claim(PrefixCache* cache, uint64_t id) : cache_(cache), id_(id) {}
+    PrefixCache* cache_ = nullptr;
+    uint64_t id_ = 0;
+  };
+  // Claims the snapshot points (those past `have` and short of the prompt's end) of a prefill
+  // of `prompt` that starts at `have` positions — unless another claim will snapshot a prefix of
+  // this prompt longer than `have`: then waits until that snapshot is kept (or its prefill ends)
+  // and returns nothing, and the caller looks the prompt up again and asks again.
+  std::optional<Claim> claim(std::span<const int32_t> prompt, std::span<const uint64_t> media,
+                             size_t have, std::span<const size_t> points);
+
   size_t size() const;
   uint64_t bytes() const;
   MemoryCacheStats memory_stats() const;
@@ -67,6 +95,12 @@ class PrefixCache {
     SnapshotKind kind = SnapshotKind::kLasting;
   };
 
+  struct Claimed {
+    std::vector<uint64_t> keys;  // the claiming prompt's
+    std::vector<size_t> points;  // snapshot points not reached yet
+  };
+  void release(uint64_t id);
+
   // Into the memory tier only (see put() for what it replaces).
   void remember(std::shared_ptr<const Session> copy, std::vector<uint64_t> keys, SnapshotKind kind);
 
@@ -75,6 +109,9 @@ class PrefixCache {
   MemoryCacheStats stats_;  // bytes and snapshots: see bytes_ and entries_
   uint64_t bytes_ = 0;
   std::list<Entry> entries_;  // front = most recently used
+  std::map<uint64_t, Claimed> claims_;
+  uint64_t next_claim_ = 1;
+  std::condition_variable claims_cv_;  // a claim reached a point or ended
   std::unique_ptr<DiskPrefixCache> disk_;
 };
 

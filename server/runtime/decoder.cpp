@@ -98,15 +98,25 @@ bool Decoder::prefill(Session& s, const DecodeInput& in, ReplySink& sink, Decode
   const bool continues = !s.broken && s.tokens.size() < p.size() &&
                          std::equal(s.tokens.begin(), s.tokens.end(), p.begin());
   if (!continues) s = model_.new_session(s.ctx());
-  if (cache_)
-    if (auto snap = cache_->longest_prefix(p, keys); snap && snap->pos() > s.pos())
-      s = std::move(*snap);
+  std::optional<PrefixCache::Claim> claim;
+  if (cache_) {
+    StepGate::Member::Away away(*member_);
+    // A prefix another conversation is computing now is waited for, not computed beside it.
+    do {
+      if (auto snap = cache_->longest_prefix(p, keys); snap && snap->pos() > s.pos())
+        s = std::move(*snap);
+    } while (!(claim = cache_->claim(p, keys, (size_t)s.pos(), in.snapshots)));
+  }
   r.cached_tokens = s.pos();
   size_t at = (size_t)s.pos();
   for (size_t point : in.snapshots) {
     if (!cache_ || point <= at || point >= p.size()) continue;
     if (!feed(s, in, at, point, nullptr, sink)) return keep_partial(s, keys, at);
-    cache_->put(s, keys);
+    {
+      StepGate::Member::Away away(*member_);
+      cache_->put(s, keys);
+    }
+    claim->reached(point);
     at = point;
   }
   if (!feed(s, in, at, p.size(), logits_.data(), sink)) return keep_partial(s, keys, at);
@@ -118,6 +128,7 @@ bool Decoder::prefill(Session& s, const DecodeInput& in, ReplySink& sink, Decode
 // prefix of the prompt, so the retry of the same request restores it and computes only the rest
 // (a client that times out during a long first prompt gets further on each try).
 bool Decoder::keep_partial(const Session& s, std::span<const uint64_t> media, size_t kept) {
+  StepGate::Member::Away away(*member_);
   if (cache_ && (size_t)s.pos() > kept) cache_->put(s, media, SnapshotKind::kPartial);
   return false;
 }
@@ -231,6 +242,7 @@ void Decoder::decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink
       parser->reply().tool_calls.empty())
     for (int32_t id : in.call_opening_rest(r.tokens)) out.push(parser->push(id));
   if (parser) out.push(parser->finish());
+  StepGate::Member::Away away(*member_);
   if (cache_) cache_->put(s, media_keys(in.images.get()));
 }
 

@@ -33,6 +33,15 @@ StepGate::Member::~Member() {
   gate_.leave();
 }
 
+StepGate::Member::Away::Away(Member& m) : gate_(m.gate_) {
+  gate_.leave();
+}
+
+StepGate::Member::Away::~Away() {
+  std::lock_guard<std::mutex> lock(gate_.mu_);
+  gate_.members_++;
+}
+
 void StepGate::leave() {
   std::lock_guard<std::mutex> lock(mu_);
   members_--;

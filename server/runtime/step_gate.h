@@ -65,6 +65,19 @@ class StepGate {
     // Runs `fn` with the compute threads to itself (no step runs meanwhile): the vision tower.
     void with_pool(const std::function<void(ThreadPool&)>& fn);
 
+    // While one lives, the gate does not wait for this member's calls: it is busy elsewhere
+    // (copying a snapshot, waiting for another's).
+    class Away {
+     public:
+      explicit Away(Member& m);
+      ~Away();
+      Away(const Away&) = delete;
+      Away& operator=(const Away&) = delete;
+
+     private:
+      StepGate& gate_;
+    };
+
    private:
     friend class StepGate;
     StepGate& gate_;
