@@ -29,12 +29,18 @@ class RecordingSink final : public ReplySink {
   void prefill_progress(size_t done, size_t total) override { progress.push_back({done, total}); }
   void on_token(int32_t id, const TokenLogprobs* lp) override {
     ids.push_back(id);
+    if (by_choice.size() <= current) by_choice.resize(current + 1);
+    by_choice[current].push_back(id);
     if (lp) reports.push_back(*lp);
   }
   void on_prompt_token(int32_t id, const TokenLogprobs* lp) override {
     prompt.push_back({id, lp ? std::optional<float>(lp->logprob) : std::nullopt});
   }
-  void begin_choice(size_t index) override { choices.push_back(index); }
+  void begin_choice(size_t index) override {
+    choices.push_back(index);
+    current = index;
+  }
+  bool interleaves() const override { return interleave; }
   void on_event(const ReplyEvent& e) override {
     if (e.kind == ReplyEvent::Kind::kContent) content += e.text;
     if (e.kind == ReplyEvent::Kind::kEnd) ended++;
@@ -46,6 +52,9 @@ class RecordingSink final : public ReplySink {
   std::vector<TokenLogprobs> reports;
   std::vector<std::pair<int32_t, std::optional<float>>> prompt;
   std::vector<size_t> choices;
+  bool interleave = false;  // replies may take turns
+  size_t current = 0;
+  std::vector<std::vector<int32_t>> by_choice;  // each reply's ids
   std::vector<std::pair<size_t, size_t>> progress;
   std::string content;
   int ended = 0;
@@ -321,34 +330,47 @@ TEST_F(DecoderTest, PrefillReportsProgressPerChunk) {
   EXPECT_EQ(sink.progress, (std::vector<std::pair<size_t, size_t>>{{4, 10}, {8, 10}, {10, 10}}));
 }
 
-// n replies prefill the prompt once, and reply i is what a single run with seed + i writes.
+// n replies prefill the prompt once, and reply i is what a single run with seed + i writes,
+// whether they are decoded one after another or, to a sink whose replies may take turns, at
+// once (each in its own seat at the gate, their tokens sharing steps).
 TEST_F(DecoderTest, SeveralRepliesPrefillOnceAndMatchSingleRuns) {
-  DecodeInput in = input({1, 2, 3, 4, 5, 6, 7, 8, 9}, 6);
-  in.sampler.temperature = 1.0f;
-  in.sampler.seed = 7;
-  Decoder d(host_->model(), nullptr);
-  Session s = host_->model().new_session(256);
-  auto p0 = format_->parser(false, 1), p1 = format_->parser(false, 2),
-       p2 = format_->parser(false, 3);
-  ReplyParser* const parsers[] = {p0.get(), p1.get(), p2.get()};
-  RecordingSink sink;
-  std::vector<DecodeResult> rs = d.run(s, in, parsers, sink);
-  ASSERT_EQ(rs.size(), 3u);
-  EXPECT_EQ(sink.progress.size(), 3u);  // chunks of 4: one prefill of 9 positions
-  EXPECT_EQ(sink.choices, (std::vector<size_t>{1, 2}));
-  std::set<std::vector<int32_t>> distinct;
-  for (size_t i = 0; i < rs.size(); i++) {
-    DecodeInput one = input(in.prompt, 6);
-    one.sampler.temperature = 1.0f;
-    one.sampler.seed = 7 + i;
-    RecordingSink single;
-    EXPECT_EQ(run(one, single).tokens, rs[i].tokens) << "reply " << i;
-    EXPECT_EQ(rs[i].seed, 7 + i);
-    EXPECT_EQ(rs[i].prompt_tokens, 9);
-    distinct.insert(rs[i].tokens);
+  for (bool interleave : {false, true}) {
+    DecodeInput in = input({1, 2, 3, 4, 5, 6, 7, 8, 9}, 6);
+    in.sampler.temperature = 1.0f;
+    in.sampler.seed = 7;
+    Decoder d(host_->model(), nullptr);
+    Session s = host_->model().new_session(256);
+    auto p0 = format_->parser(false, 1), p1 = format_->parser(false, 2),
+         p2 = format_->parser(false, 3);
+    ReplyParser* const parsers[] = {p0.get(), p1.get(), p2.get()};
+    RecordingSink sink;
+    sink.interleave = interleave;
+    std::vector<DecodeResult> rs = d.run(s, in, parsers, sink);
+    ASSERT_EQ(rs.size(), 3u);
+    EXPECT_EQ(sink.progress.size(), 3u);  // chunks of 4: one prefill of 9 positions
+    if (!interleave) {
+      EXPECT_EQ(sink.choices, (std::vector<size_t>{1, 2}));
+    } else {  // each choice opened in order, then the replies took turns
+      ASSERT_GT(sink.choices.size(), 3u);
+      EXPECT_EQ(std::vector<size_t>(sink.choices.begin(), sink.choices.begin() + 2),
+                (std::vector<size_t>{1, 2}));
+    }
+    std::set<std::vector<int32_t>> distinct;
+    ASSERT_EQ(sink.by_choice.size(), 3u);
+    for (size_t i = 0; i < rs.size(); i++) {
+      DecodeInput one = input(in.prompt, 6);
+      one.sampler.temperature = 1.0f;
+      one.sampler.seed = 7 + i;
+      RecordingSink single;
+      EXPECT_EQ(run(one, single).tokens, rs[i].tokens) << "reply " << i;
+      EXPECT_EQ(sink.by_choice[i], rs[i].tokens) << "reply " << i;  // reached its own choice
+      EXPECT_EQ(rs[i].seed, 7 + i);
+      EXPECT_EQ(rs[i].prompt_tokens, 9);
+      distinct.insert(rs[i].tokens);
+    }
+    EXPECT_GT(distinct.size(), 1u);
+    EXPECT_EQ(in.sampler.seed, 7u);  // the input is left as it was given
   }
-  EXPECT_GT(distinct.size(), 1u);
-  EXPECT_EQ(in.sampler.seed, 7u);  // the input is left as it was given
 }
 
 // Each sampled token's report is the softmax the sampler drew from, checked against logits

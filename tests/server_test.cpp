@@ -760,6 +760,39 @@ TEST_F(ServerTest, SeveralChoicesMatchSingleSeededRequests) {
     simdjson::dom::parser p;
     EXPECT_EQ(p.parse(text).error(), simdjson::SUCCESS) << text;
   }
+  // Streamed, the replies are decoded at once (their chunks take turns) and each choice's
+  // chunks, with their log-probabilities, spell what the same request answers in one body.
+  const std::string streamed_body =
+      R"({"messages":[{"role":"user","content":"hello world"}],"max_tokens":16,)"
+      R"("temperature":1.0,"seed":7,"n":3,"logprobs":true)";
+  auto whole =
+      parse(http_request(d->port(), "POST", "/v1/chat/completions", streamed_body + "}").body);
+  HttpResponse s =
+      http_request(d->port(), "POST", "/v1/chat/completions", streamed_body + R"(,"stream":true})");
+  ASSERT_EQ(s.status, 200) << s.body;
+  std::vector<std::string> content(3);
+  std::vector<int> roles(3, 0), finishes(3, 0);
+  int switches = 0, last = -1;
+  for (const std::string& e : s.events()) {
+    if (e == "[DONE]") continue;
+    auto c = parse(e)["choices"].at(0);
+    const int i = (int)int64_t(c["index"]);
+    ASSERT_TRUE(i >= 0 && i < 3) << e;
+    if (c["delta"]["role"].error() == simdjson::SUCCESS) roles[i]++;
+    if (c["finish_reason"].is_string()) finishes[i]++;
+    if (c["delta"]["content"].error() != simdjson::SUCCESS || str(c["delta"]["content"]).empty())
+      continue;
+    EXPECT_EQ(logprob_bytes(c["logprobs"]), str(c["delta"]["content"]));
+    content[i] += str(c["delta"]["content"]);
+    switches += last >= 0 && last != i;
+    last = i;
+  }
+  for (int i = 0; i < 3; i++) {
+    EXPECT_EQ(content[i], str(whole["choices"].at(i)["message"]["content"])) << i;
+    EXPECT_EQ(roles[i], 1) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+  }
+  EXPECT_GT(switches, 2) << "the replies did not take turns";
   HttpResponse too_many = http_request(d->port(), "POST", "/v1/chat/completions",
                                        R"({"messages":[{"role":"user","content":"x"}],"n":9})");
   EXPECT_EQ(too_many.status, 400);

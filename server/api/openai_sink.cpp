@@ -46,12 +46,13 @@ void OpenAiSink::begin() {
   }
 }
 
+// Replies may take turns (several decoded at once): a new index opens its choice (a stream says
+// its role), a known one makes it current again.
 void OpenAiSink::begin_choice(size_t index) {
-  echo_once();  // a reply that wrote no text still shows the prompt
+  current_ = index;
+  if (index < choices_.size()) return;
   choices_.resize(index + 1);
   choices_.back().message.legacy_function_call = opt_.legacy_functions;
-  pending_.clear();
-  text_offset_ = 0;
   if (opt_.stream && opt_.chat) {
     ChatDelta d;
     d.role = true;
@@ -88,46 +89,46 @@ void OpenAiSink::on_token(int32_t id, const TokenLogprobs* lp) {
   if (!lp || !opt_.logprobs) return;
   // Chat structure (the think markers, the turn's end) is not content.
   if (opt_.chat && opt_.logprobs->is_special(id)) return;
-  pending_.push_back(entry(*lp));
+  current().pending.push_back(entry(*lp));
 }
 
 std::optional<std::vector<TokenLogprobOut>> OpenAiSink::take_pending() {
   if (!opt_.logprobs) return std::nullopt;
-  std::vector<TokenLogprobOut> out = std::move(pending_);
-  pending_.clear();
+  std::vector<TokenLogprobOut> out = std::move(current().pending);
+  current().pending.clear();
   return out;
 }
 
 void OpenAiSink::write_chunk(ChatDelta d) {
-  d.index = (int)choices_.size() - 1;
+  d.index = (int)current_;
   d.legacy_function_call = opt_.legacy_functions;
   out_->event(chat_chunk_json(header_, d));
 }
 
 // A completion's text (and its tokens' log-probabilities): kept, and streamed as one chunk.
 void OpenAiSink::echo_once() {
-  Choice& c = choices_.back();
+  Choice& c = current();
   if (!opt_.echo || c.echoed) return;
   c.echoed = true;
-  std::vector<TokenLogprobOut> held = std::move(pending_);
-  pending_ = prompt_logprobs_;
+  std::vector<TokenLogprobOut> held = std::move(c.pending);
+  c.pending = prompt_logprobs_;
   on_text(*opt_.echo);
-  pending_ = std::move(held);
+  current().pending = std::move(held);
 }
 
 void OpenAiSink::on_text(const std::string& text) {
   if (text.empty()) return;
   echo_once();
-  Choice& c = choices_.back();
+  Choice& c = current();
   std::optional<std::vector<TokenLogprobOut>> lp = take_pending();
   if (lp) c.logprobs.insert(c.logprobs.end(), lp->begin(), lp->end());
   if (!opt_.chat) {
     c.text += text;
     if (opt_.stream) {
-      CompletionChoiceOut chunk{text, "", std::move(lp), text_offset_};
-      out_->event(completion_chunk_json(header_, (int)choices_.size() - 1, chunk));
+      CompletionChoiceOut chunk{text, "", std::move(lp), c.text_offset};
+      out_->event(completion_chunk_json(header_, (int)current_, chunk));
     }
-    text_offset_ += code_points(text);
+    c.text_offset += code_points(text);
     return;
   }
   c.message.content += text;
@@ -140,8 +141,8 @@ void OpenAiSink::on_text(const std::string& text) {
 }
 
 void OpenAiSink::on_event(const ReplyEvent& e) {
-  if (e.kind != ReplyEvent::Kind::kContent) pending_.clear();
-  ChatMessageOut& m = choices_.back().message;
+  if (e.kind != ReplyEvent::Kind::kContent) current().pending.clear();
+  ChatMessageOut& m = current().message;
   switch (e.kind) {
     case ReplyEvent::Kind::kReasoning: {
       m.reasoning += e.text;
@@ -177,7 +178,10 @@ void OpenAiSink::on_event(const ReplyEvent& e) {
 }
 
 void OpenAiSink::end(std::span<const DecodeResult> rs) {
-  echo_once();
+  for (size_t i = 0; i < choices_.size(); i++) {  // a reply that wrote no text still shows the
+    current_ = i;                                 // prompt
+    echo_once();
+  }
   Usage u;
   u.prompt_tokens = rs[0].prompt_tokens;  // prefilled once for every reply
   u.cached_tokens = rs[0].cached_tokens;

@@ -37,6 +37,7 @@ class OpenAiSink final : public JobSink {
   void on_token(int32_t id, const TokenLogprobs* logprobs) override;
   void on_event(const ReplyEvent& e) override;
   void begin_choice(size_t index) override;
+  bool interleaves() const override { return true; }
   void begin() override;
   void end(std::span<const DecodeResult> replies) override;
   void fail(JobFailure failure, const std::string& message) override;
@@ -47,8 +48,13 @@ class OpenAiSink final : public JobSink {
     ChatMessageOut message;
     std::string text;  // completions
     std::vector<TokenLogprobOut> logprobs;
-    bool echoed = false;  // a stream wrote the echo
+    // Reported tokens whose text has not reached the content yet: they join the content delta
+    // that carries it, and are dropped when reasoning or a tool call takes them instead.
+    std::vector<TokenLogprobOut> pending;
+    int64_t text_offset = 0;  // code points written in this choice's text
+    bool echoed = false;      // a stream wrote the echo
   };
+  Choice& current() { return choices_[current_]; }
   void write_chunk(ChatDelta d);
   void on_text(const std::string& text);
   void echo_once();
@@ -60,11 +66,8 @@ class OpenAiSink final : public JobSink {
   OpenAiSinkOptions opt_;
   bool started_ = false;  // the event stream is open
   std::vector<Choice> choices_;
-  // Reported tokens whose text has not reached the content yet: they join the content delta
-  // that carries it, and are dropped when reasoning or a tool call takes them instead.
-  std::vector<TokenLogprobOut> pending_;
+  size_t current_ = 0;                            // the choice the events are for
   std::vector<TokenLogprobOut> prompt_logprobs_;  // echo: the prompt's tokens
-  int64_t text_offset_ = 0;                       // code points written in this choice's text
 };
 
 // What OpenAI's streams (chat, completions, Responses) say when silent: an SSE comment, which

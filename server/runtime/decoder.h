@@ -14,7 +14,9 @@
 // (DecodeInput::call_opening_rest), so every API reports the call a cut left.
 // Several replies to one prompt (OpenAI's `n`) prefill it once: each reply after the first starts
 // from a copy of the prompt's state and logits, with a fresh copy of the constraint, its own
-// parser and the seed plus its index.
+// parser and the seed plus its index. To a sink that interleaves() they are decoded at once, each
+// on its own thread as a member of the gate, so their tokens share steps; the replies are the
+// same either way.
 #pragma once
 
 #include <cstdint>
@@ -88,8 +90,13 @@ class ReplySink {
   // With DecodeInput::score_prompt: each prompt id in order, the first with no report (nothing
   // predicts it), the others with the distribution after the ids before them.
   virtual void on_prompt_token(int32_t id, const TokenLogprobs* logprobs) {}
-  // Reply `index` (1, 2, ...) of several begins; the events that follow are its own.
+  // The events that follow are reply `index`'s (0, 1, ...; the first reply's need no call). In
+  // order, each index once, unless the sink interleaves().
   virtual void begin_choice(size_t index) {}
+  // Whether replies may take turns: begin_choice() with an index seen before makes it current
+  // again. Several replies to one prompt are then decoded at once, in parallel slots of the
+  // gate; otherwise one after another.
+  virtual bool interleaves() const { return false; }
 };
 
 class Decoder {
@@ -109,25 +116,34 @@ class Decoder {
   std::vector<DecodeResult> run(Session& s, DecodeInput& in, std::span<ReplyParser* const> parsers,
                                 ReplySink& sink);
   Model& model() const { return model_; }
-  // The logits after the last position run() computed (vocab floats).
-  const std::vector<float>& logits() const { return logits_; }
+  // The logits after the last position run() computed for its first reply (vocab floats).
+  const std::vector<float>& logits() const { return main_.logits; }
 
  private:
+  // What one reply being decoded holds of its own.
+  struct Lane {
+    StepGate::Member* member = nullptr;  // its seat at the gate, during run()
+    std::vector<float> logits;           // after its last position
+    std::vector<uint8_t> mask;           // the constraint's allowed ids, one bit each
+  };
+
   bool prefill(Session& s, const DecodeInput& in, ReplySink& sink, DecodeResult& r);
   bool keep_partial(const Session& s, std::span<const uint64_t> media, size_t kept);
   bool score(Session& s, const DecodeInput& in, ReplySink& sink);
   bool feed(Session& s, const DecodeInput& in, size_t from, size_t to, float* logits,
             ReplySink& sink);
-  void decode(Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink, DecodeResult& r);
-  int32_t next_token(DecodeInput& in, Sampler& sampler, const std::vector<int32_t>& generated);
+  void more_replies(const Session& prompt, DecodeInput& in, std::span<ReplyParser* const> parsers,
+                    ReplySink& sink, std::vector<DecodeResult>& out);
+  void decode(Lane& lane, Session& s, DecodeInput& in, ReplyParser* parser, ReplySink& sink,
+              DecodeResult& r);
+  int32_t next_token(Lane& lane, DecodeInput& in, Sampler& sampler,
+                     const std::vector<int32_t>& generated);
 
   std::unique_ptr<StepGate> own_gate_;  // alone: a gate of one
   StepGate& gate_;
-  StepGate::Member* member_ = nullptr;  // during run()
   Model& model_;
   PrefixCache* cache_;
-  std::vector<float> logits_;
-  std::vector<uint8_t> mask_;  // the constraint's allowed ids, one bit each
+  Lane main_;  // the prompt's and the first reply's
 };
 
 }  // namespace waste

@@ -21,6 +21,7 @@ class CuttableSink final : public ReplySink {
   void on_event(const ReplyEvent& e) override { inner_.on_event(e); }
   void on_token(int32_t id, const TokenLogprobs* lp) override { inner_.on_token(id, lp); }
   void begin_choice(size_t index) override { inner_.begin_choice(index); }
+  bool interleaves() const override { return inner_.interleaves(); }
   void on_prompt_token(int32_t id, const TokenLogprobs* lp) override {
     inner_.on_prompt_token(id, lp);
   }
