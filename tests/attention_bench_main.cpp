@@ -4,7 +4,8 @@
 //   at:   every MLA layer's cache filled with P positions of synthetic latents (no forward pass
 //         writes them, so 128K positions cost no hour of prefill), then a W-token window; each
 //         layer's milliseconds per window token.
-// Options after those: --threads N, --chunk N (the prefill window, default 64).
+// Options after those: --threads N, --chunk N (the prefill window, default 64), --repeat N (at:
+// the same window N times, each on a copy of the filled session).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -68,37 +69,49 @@ void fill(const ModelConfig& c, Session& s, int64_t positions) {
   }
 }
 
-void at(Model& m, int64_t positions, int64_t window) {
-  Session s = m.new_session(positions + window);
-  fill(m.config(), s, positions);
-  const std::vector<double> before = m.layer_seconds();
+// Each repeat runs the same window on a copy of the filled session; after the first, the
+// window's experts are cached, so a layer's figure is its arithmetic rather than its reads.
+void at(Model& m, int64_t positions, int64_t window, int repeats) {
+  Session filled = m.new_session(positions + window);
+  fill(m.config(), filled, positions);
+  const std::vector<int32_t> ids = tokens(window, positions, m.config().vocab);
   std::vector<float> logits(m.config().vocab);
-  const auto t0 = SteadyClock::now();
-  m.forward(s, tokens(window, positions, m.config().vocab), logits.data());
-  const double sec = seconds_since(t0);
-  std::printf("{\"positions\":%lld,\"window\":%lld,\"seconds\":%.3f,\"layer_ms_per_token\":[",
-              (long long)positions, (long long)window, sec);
-  for (size_t l = 0; l < before.size(); l++)
-    std::printf("%s%.3f", l ? "," : "", 1e3 * (m.layer_seconds()[l] - before[l]) / window);
-  std::printf("]}\n");
+  for (int r = 0; r < repeats; r++) {
+    Session s = filled;
+    const std::vector<double> before = m.layer_seconds();
+    const auto t0 = SteadyClock::now();
+    m.forward(s, ids, logits.data());
+    const double sec = seconds_since(t0);
+    std::printf(
+        "{\"positions\":%lld,\"window\":%lld,\"repeat\":%d,\"seconds\":%.3f,"
+        "\"layer_ms_per_token\":[",
+        (long long)positions, (long long)window, r, sec);
+    for (size_t l = 0; l < before.size(); l++)
+      std::printf("%s%.3f", l ? "," : "", 1e3 * (m.layer_seconds()[l] - before[l]) / window);
+    std::printf("]}\n");
+    std::fflush(stdout);
+  }
 }
 
 int run(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr,
                  "usage: attention_bench MODEL grow N1,N2,... | MODEL at POSITIONS WINDOW "
-                 "[--threads N] [--chunk N]\n");
+                 "[--threads N] [--chunk N] [--repeat N]\n");
     return 2;
   }
   const std::string mode = argv[2];
   const int first_option = mode == "at" ? 5 : 4;
   ModelOptions opt;
+  int repeats = 1;
   for (int i = first_option; i + 1 < argc; i += 2) {
     const std::string o = argv[i];
     if (o == "--threads")
       opt.threads = std::atoi(argv[i + 1]);
     else if (o == "--chunk")
       opt.chunk = std::atoi(argv[i + 1]);
+    else if (o == "--repeat")
+      repeats = std::atoi(argv[i + 1]);
     else
       throw std::runtime_error("unknown option " + o);
   }
@@ -107,7 +120,7 @@ int run(int argc, char** argv) {
   if (mode == "grow")
     grow(m, list(argv[3]));
   else if (mode == "at" && argc >= 5)
-    at(m, std::stoll(argv[3]), std::stoll(argv[4]));
+    at(m, std::stoll(argv[3]), std::stoll(argv[4]), repeats);
   else
     return 2;
   return 0;
