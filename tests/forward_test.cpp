@@ -131,19 +131,19 @@ TEST_P(ForwardTest, ChunkedPrefillIsBitIdenticalToTokenByToken) {
   }
 }
 
-// Windows that start and end mid-block and cross many blocks of cached latents (a work unit
-// walks them in blocks of 16 positions for up to 8 queries at a time): 70 tokens, then 160 more
-// (the cache then holds 230 positions), each in one window, give token-by-token's bits, after
-// each window and for a decoded token after them.
+// Windows that start and end mid-block and cross blocks of cached latents (a work unit walks
+// them in blocks of 224 positions at these latent widths, for up to 8 queries at a time): 70
+// tokens, then 400 more (the cache then holds 470 positions), each in one window, give
+// token-by-token's bits, after each window and for a decoded token after them.
 TEST_P(ForwardTest, LongWindowsAcrossKeyBlocksMatchTokenByToken) {
   auto c = open();
-  const std::vector<int32_t> ids = prompt(231, c->config().vocab);
+  const std::vector<int32_t> ids = prompt(471, c->config().vocab);
   auto run = [&](int chunk, std::vector<std::vector<float>>& out) {
     ModelOptions o;
     o.chunk = chunk;
     Model m(*c, o);
-    Session s = m.new_session(256);
-    for (auto [from, to] : {std::pair{0, 70}, {70, 230}, {230, 231}}) {
+    Session s = m.new_session(512);
+    for (auto [from, to] : {std::pair{0, 70}, {70, 470}, {470, 471}}) {
       std::vector<float> l(c->config().vocab);
       m.forward(s, std::span(ids).subspan(from, to - from), l.data());
       out.push_back(l);
@@ -151,7 +151,7 @@ TEST_P(ForwardTest, LongWindowsAcrossKeyBlocksMatchTokenByToken) {
   };
   std::vector<std::vector<float>> one, window;
   run(1, one);
-  run(160, window);
+  run(400, window);
   ASSERT_EQ(one.size(), 3u);
   for (size_t i = 0; i < one.size(); i++) EXPECT_EQ(window[i], one[i]) << "step " << i;
 }

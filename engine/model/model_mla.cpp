@@ -16,11 +16,16 @@ struct MlaDims {
   float scale;                                    // on the scores
 };
 
-// Positions per block of the score and context passes: a block of latents (16 x 2.3 KB) stays
-// in L1 while every (query, head) row of a work unit uses it, so the cache streams from memory
-// once per unit of up to 64 rows rather than once per 8 (measured on AVX-512 at 32K positions of
-// K2's shape: blocks of 16 beat 8, 32 and 64).
-constexpr int64_t kBlockPositions = 16;
+// Floats per block of the score and context passes: a block of cached latents (36 KiB; 16
+// positions of K3's 576 floats) stays in L1 while every (query, head) row of a work unit uses it,
+// so the cache streams from memory once per unit of up to 64 rows rather than once per row
+// (measured on AVX-512 at 32K positions of K2's shape: 16 positions beat 8, 32 and 64). Narrow
+// latents get longer blocks, so that each kernel call still has work to amortize it.
+constexpr int64_t kBlockFloats = 9216;
+
+int64_t block_positions(const MlaDims& d) {
+  return std::max<int64_t>(16, kBlockFloats / d.latent / 16 * 16);
+}
 
 // Per head, the query in latent space: [q~ = W_kb(h)^T q_nope, q_rope], [T][heads][latent]
 // out. W_kb(h) is dequantized once for all T tokens into kb ([nope][kv_lora]); each token's sums
@@ -55,11 +60,11 @@ struct Unit {
 // scores is scratch of (t1 - t0) * (h1 - h0) * positions(t1 - 1) floats.
 void attend_latents(const MlaDims& d, const Kernels& k, const Unit& u, const float* qt,
                     const float* cache, float* scores, float* ctx) {
-  const int64_t H = u.h1 - u.h0, stride = u.positions(u.t1 - 1);
+  const int64_t H = u.h1 - u.h0, stride = u.positions(u.t1 - 1), block = block_positions(d);
   auto row = [&](int64_t t, int64_t h) { return scores + ((t - u.t0) * H + h - u.h0) * stride; };
-  for (int64_t b = 0; b < stride; b += kBlockPositions)
+  for (int64_t b = 0; b < stride; b += block)
     for (int64_t t = std::max(u.t0, b - u.before); t < u.t1; t++) {
-      const int64_t e = std::min(u.positions(t), b + kBlockPositions);
+      const int64_t e = std::min(u.positions(t), b + block);
       for (int64_t h = u.h0; h < u.h1; h++)
         k.dots(qt + (t * d.heads + h) * d.latent, cache + b * d.latent, e - b, d.latent, d.latent,
                d.scale, row(t, h) + b);
@@ -75,9 +80,9 @@ void attend_latents(const MlaDims& d, const Kernels& k, const Unit& u, const flo
       float* c = ctx + (t * d.heads + h) * d.kv_lora;
       std::fill(c, c + d.kv_lora, 0.0f);
     }
-  for (int64_t b = 0; b < stride; b += kBlockPositions)
+  for (int64_t b = 0; b < stride; b += block)
     for (int64_t t = std::max(u.t0, b - u.before); t < u.t1; t++) {
-      const int64_t e = std::min(u.positions(t), b + kBlockPositions);
+      const int64_t e = std::min(u.positions(t), b + block);
       for (int64_t h = u.h0; h < u.h1; h++)
         k.axpys(row(t, h) + b, cache + b * d.latent, e - b, d.latent, d.kv_lora,
                 ctx + (t * d.heads + h) * d.kv_lora);
