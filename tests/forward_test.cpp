@@ -131,6 +131,31 @@ TEST_P(ForwardTest, ChunkedPrefillIsBitIdenticalToTokenByToken) {
   }
 }
 
+// Windows that start and end mid-block and cross blocks of cached latents (a work unit walks
+// them in blocks of 224 positions at these latent widths, for up to 8 queries at a time): 70
+// tokens, then 400 more (the cache then holds 470 positions), each in one window, give
+// token-by-token's bits, after each window and for a decoded token after them.
+TEST_P(ForwardTest, LongWindowsAcrossKeyBlocksMatchTokenByToken) {
+  auto c = open();
+  const std::vector<int32_t> ids = prompt(471, c->config().vocab);
+  auto run = [&](int chunk, std::vector<std::vector<float>>& out) {
+    ModelOptions o;
+    o.chunk = chunk;
+    Model m(*c, o);
+    Session s = m.new_session(512);
+    for (auto [from, to] : {std::pair{0, 70}, {70, 470}, {470, 471}}) {
+      std::vector<float> l(c->config().vocab);
+      m.forward(s, std::span(ids).subspan(from, to - from), l.data());
+      out.push_back(l);
+    }
+  };
+  std::vector<std::vector<float>> one, window;
+  run(1, one);
+  run(400, window);
+  ASSERT_EQ(one.size(), 3u);
+  for (size_t i = 0; i < one.size(); i++) EXPECT_EQ(window[i], one[i]) << "step " << i;
+}
+
 // Several weight seeds: one window, chunks of 1, 7 and 64, and a snapshot taken mid-prompt
 // (saved to a file and restored into another model) then continued in one window, all give the
 // same bits. Windows of 16 tokens or more apply each expert to all of its tokens at once; shorter

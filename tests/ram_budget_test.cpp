@@ -134,15 +134,16 @@ TEST(Budget, DefaultContextIsTheLargestThatKeepsTheCache) {
   EXPECT_EQ(choose_context(m, 123, std::nullopt, usable, kThreads), 123);
 }
 
-// Each compute thread scores a unit of MLA heads against the whole context in buffers of its
-// own; the floor counts them for every thread, so it grows with the threads and the context.
+// Each compute thread scores a unit of MLA heads and queries against the whole context in
+// buffers of its own; the floor counts them for every thread, so it grows with the threads and the
+// context.
 TEST(Budget, TheFloorCountsEveryThreadsAttentionScores) {
   test::TempDir d;
   auto c = tiny_k3_manifest(d);
   const ModelConfig& cfg = c->config();
   ASSERT_GT(cfg.kv_lora, 0) << "the tiny K3 has MLA layers";
   const uint64_t scores_per_position =
-      (uint64_t)std::min<int64_t>(kHeadsPerUnit, cfg.n_heads) * sizeof(float);
+      (uint64_t)std::min<int64_t>(kHeadsPerUnit, cfg.n_heads) * kQueriesPerUnit * sizeof(float);
   // One thread's own buffers at 8192 positions: KDA's decays, W_kb(h) and the scores.
   const uint64_t per_thread =
       ((uint64_t)cfg.kda_dim + (uint64_t)cfg.qk_nope * cfg.kv_lora) * sizeof(float) +

@@ -52,12 +52,14 @@ uint64_t scratch_bytes(const ModelConfig& c, const ExpertQuant& q) {
 }
 
 // What one compute thread allocates for itself: MLA's dequantized W_kb(h) ([nope][kv_lora]) and
-// the scores of one unit of heads against the whole context; KDA's decays ([kda_dim]).
+// the scores of one unit of heads and queries against the whole context; KDA's decays
+// ([kda_dim]).
 uint64_t thread_bytes(const ModelConfig& c, int64_t ctx) {
   uint64_t floats = (uint64_t)c.kda_dim;
   if (c.kv_lora > 0)
-    floats += (uint64_t)c.qk_nope * (uint64_t)c.kv_lora +
-              (uint64_t)std::min<int64_t>(kHeadsPerUnit, c.n_heads) * (uint64_t)ctx;
+    floats +=
+        (uint64_t)c.qk_nope * (uint64_t)c.kv_lora +
+        (uint64_t)std::min<int64_t>(kHeadsPerUnit, c.n_heads) * kQueriesPerUnit * (uint64_t)ctx;
   return floats * 4;
 }
 

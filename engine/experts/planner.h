@@ -28,9 +28,11 @@ constexpr int64_t kMinWindowTokens = 64;
 // Attention and the dense FFNs read no experts; inside a window they run over pieces this long.
 constexpr int64_t kPieceTokens = 64;
 constexpr int64_t kMaxWindowTokens = 4096;
-// MLA's unit of attention work: a thread scores this many heads of one token at a time against
-// every earlier position, so its scores hold this many rows of the context.
+// MLA's unit of attention work: a thread scores this many heads of this many query tokens at a
+// time against every earlier position, so its scores hold up to their product in rows of the
+// context. The rows share each block of cached latents while it sits in L1.
 constexpr int64_t kHeadsPerUnit = 8;
+constexpr int64_t kQueriesPerUnit = 8;
 
 // `threads`: the compute threads the engine runs (ThreadPool::resolve of the option).
 MemoryPlan plan_memory(const Manifest& m, int64_t ctx, int threads);
