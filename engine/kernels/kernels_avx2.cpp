@@ -15,6 +15,7 @@ struct Avx2 {
   using M = __m256i;  // all-ones in the lanes a masked load or store touches
   static constexpr int kLanes = 8;
   static constexpr int kDeltaVecs = 4;
+  static constexpr int kRegisters = 16;
 
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float x) { return _mm256_set1_ps(x); }

@@ -20,6 +20,7 @@ struct Avx512 {
   using M = __mmask16;
   static constexpr int kLanes = 16;
   static constexpr int kDeltaVecs = 8;
+  static constexpr int kRegisters = 32;
 
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float x) { return _mm512_set1_ps(x); }

@@ -23,6 +23,7 @@ struct Neon {
   };
   static constexpr int kLanes = 4;
   static constexpr int kDeltaVecs = 8;
+  static constexpr int kRegisters = 32;
 
   static F zero() { return vdupq_n_f32(0.0f); }
   static F set1(float x) { return vdupq_n_f32(x); }
