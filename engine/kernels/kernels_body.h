@@ -23,7 +23,10 @@
 //   Stages<S>: sum(table, entries, runs) gives, for kLanes consecutive rows whose S stage
 //     indices lie at runs[row * S + s], table[idx_0] + table[entries + idx_1] + ... left to right,
 //   kDeltaVecs: vectors per column span in delta_rule (registers permitting),
-//   kRegisters: the vector registers the compiler can allocate (sizes matmul's tiles).
+//   kRegisters: the vector registers the compiler can allocate (sizes matmul's tiles),
+//   pin(v): v stays in a register (where an instruction set's multiply-add can take a memory
+//     operand, GCC otherwise folds a tile's weight loads into every multiply-add: one load per
+//     multiply-add instead of one per vector).
 #pragma once
 
 #include <cstdint>
@@ -289,7 +292,7 @@ struct Body {
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) {
       wv[k] = V::loadu(w + k * ws);
-      asm("" : "+v"(wv[k]));
+      V::pin(wv[k]);
     }
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
@@ -306,8 +309,9 @@ struct Body {
   // sc[k * sc_stride + i]; token t's inputs at x + i * xg + t * kQuantGroup; output (k, t)'s acc
   // at state + (k * ts + t) * kLanes.
   template <int R, int T>
-  static void groups_tile(const float* w, const float* x, int64_t xg, const float* sc,
-                          int64_t sc_stride, int64_t ng, float* state, int64_t ts) {
+  static __attribute__((noinline)) void groups_tile(const float* w, const float* x, int64_t xg,
+                                                    const float* sc, int64_t sc_stride, int64_t ng,
+                                                    float* state, int64_t ts) {
     F acc[R][T];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++)
@@ -346,8 +350,9 @@ struct Body {
   // group j / kGroupPairs at x + t * kQuantGroup, groups xg apart; output (k, t) keeps a and b at
   // state + (k * ts + t) * 2 * kLanes.
   template <int R, int T>
-  static void f32_span_tile(const float* w, const float* x, int64_t xg, int64_t pairs, int64_t tail,
-                            float* state, int64_t ts) {
+  static __attribute__((noinline)) void f32_span_tile(const float* w, const float* x, int64_t xg,
+                                                      int64_t pairs, int64_t tail, float* state,
+                                                      int64_t ts) {
     constexpr int kGroupPairs = kGroupVecs / 2;
     constexpr int64_t ws = kSpanGroups * kQuantGroup;
     F a[R][T], b[R][T];
