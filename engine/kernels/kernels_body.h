@@ -272,12 +272,11 @@ struct Body {
   static constexpr int kGroupVecs = (int)(kQuantGroup / kLanes);
   // Groups per visit of a tile (its running sums loaded and stored once a span).
   static constexpr int64_t kSpanGroups = 4;
-  static constexpr int64_t kMaxBlockTokens = 48;
 
-  // Tokens whose panels (`cols` floats each) fit in `panel_floats`.
-  static int64_t tokens_per_block(int64_t panel_floats, int64_t cols) {
+  // Tokens whose panels (`cols` floats each) fit in `panel_floats`, at most `most`.
+  static int64_t tokens_per_block(int64_t panel_floats, int64_t most, int64_t cols) {
     int64_t tb = panel_floats / cols;
-    tb = tb < 6 ? 6 : tb > kMaxBlockTokens ? kMaxBlockTokens : tb;
+    tb = tb < 6 ? 6 : tb > most ? most : tb;
     return tb / 6 * 6;  // whole tiles of 2 and 3 tokens
   }
 
@@ -412,6 +411,9 @@ struct Body {
     // Panels of about 0.5 MiB, within half of a 1 MiB L2 (measured on AVX-512 at 2048x7168:
     // 2 MiB, decoding each span for 48 tokens instead of 18, was slower).
     static constexpr int64_t kPanelFloats = 128 * 1024;
+    // A block's running sums (kBlockRows x tokens vectors) stay beside its span in L1 (measured
+    // at 4096x2304: 24 tokens faster than 48).
+    static constexpr int64_t kMaxTokens = 24;
     const Matrix& w;
     Scratch scales;
     explicit Quant(const Matrix& m) : w(m), scales(kBlockRows * m.groups()) {}
@@ -452,6 +454,7 @@ struct Body {
     // The weights stream from memory at 4 bytes each for every token block: fewer, larger
     // blocks (measured on AVX-512 at 2048x7168: 45% of the peak against 34% with 0.5 MiB).
     static constexpr int64_t kPanelFloats = 512 * 1024;
+    static constexpr int64_t kMaxTokens = 48;
     const Matrix& w;
     const int64_t paired, tail;
     explicit F32(const Matrix& m)
@@ -484,7 +487,7 @@ struct Body {
   static void blocked_matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
                              int64_t y_stride, int64_t r0, int64_t r1) {
     const int64_t groups = w.groups();
-    const int64_t tb = tokens_per_block(Fmt::kPanelFloats, groups * kQuantGroup);
+    const int64_t tb = tokens_per_block(Fmt::kPanelFloats, Fmt::kMaxTokens, groups * kQuantGroup);
     const int64_t per = Fmt::kSums * kLanes;  // floats of one output's sums
     Fmt fmt(w);
     Scratch panels(tb * groups * kQuantGroup), sums(kBlockRows * tb * per);
