@@ -430,9 +430,9 @@ TEST_P(SimdTest, MatvecMatchesScalar) {
 }
 
 // Shapes at the edges of matmul's blocking (kernels_body.h): rows 1-3 past whole tiles of 2 or 4
-// and past blocks of 8, from an odd first row; tokens past whole tiles of 2 or 3 and past a block
-// of 48; F32 rows ending exactly at a vector pair, a vector past one (16, 48 on AVX-512), a part
-// of one, and a span of 512 columns.
+// and past F32's blocks of 8, from an odd first row; tokens past whole tiles of 3 and past a
+// block of 48 (F32) or of 16 (Q8G, Q4G); F32 rows ending exactly at a vector pair, a vector past
+// one (16, 48 on AVX-512), a part of one, and a span of 512 columns.
 TEST_P(IsaTest, MatmulIsBitIdenticalToMatvec) {
   Rand g(11);
   for (TensorFormat fmt : kFormats)

@@ -23,10 +23,10 @@
 //   Stages<S>: sum(table, entries, runs) gives, for kLanes consecutive rows whose S stage
 //     indices lie at runs[row * S + s], table[idx_0] + table[entries + idx_1] + ... left to right,
 //   kDeltaVecs: vectors per column span in delta_rule (registers permitting),
-//   kRegisters: the vector registers the compiler can allocate (sizes matmul's tiles),
+//   kRegisters: the vector registers the compiler can allocate (sizes F32 matmul's tiles),
 //   pin(v): v stays in a register (where an instruction set's multiply-add can take a memory
-//     operand, GCC otherwise folds a tile's weight loads into every multiply-add: one load per
-//     multiply-add instead of one per vector).
+//     operand, GCC otherwise folds F32 matmul's weight loads into every multiply-add of a tile:
+//     one load per multiply-add instead of one per weight vector).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,7 @@ namespace waste {
 namespace {
 
 constexpr int kRowTile = 4;          // rows sharing each x load
+constexpr int kTokenTile = 16;       // matmul tokens sharing each decoded group
 constexpr int64_t kScaleChunk = 64;  // groups whose scales are decoded at once
 constexpr int64_t kStackFloats = 8192;
 
@@ -104,34 +105,26 @@ struct Body {
     static void decode(const uint8_t* p, int j, F* f) { V::q8(p + j * V::kQ8StepBytes, f); }
   };
   static_assert(Q4::kVecs * kLanes == Q4::kStepInputs && Q8::kVecs * kLanes == V::kQ8StepBytes);
-  // matmul's group_tile relies on it: a vector's parity within its decode step is its parity
-  // within the group.
+  // matmul's decoded_dots relies on it: see there.
   static_assert(Q4::kVecs % 2 == 0 && Q8::kVecs % 2 == 0);
 
-  // Q4G needs x in decode order, Q8G in input order; both zero-padded to whole groups, group g
-  // at panel + g * group_stride. Callers split rows across threads, so this O(cols) step runs
-  // once per row range and must stay cheap.
-  static void build_panel(const float* x, int64_t cols, int64_t groups, bool q4,
-                          int64_t group_stride, float* panel) {
+  // Q4G needs x in decode order, Q8G in input order; both zero-padded to whole groups. Callers
+  // split rows across threads, so this O(cols) step runs once per row range and must stay cheap.
+  static void build_panel(const float* x, int64_t cols, int64_t padded, bool q4, float* panel) {
     if (!q4) {
-      for (int64_t g = 0; g < groups; g++, panel += group_stride) {
-        const int64_t n = min64(kQuantGroup, cols - g * kQuantGroup);
-        std::memcpy(panel, x + g * kQuantGroup, (size_t)n * 4);
-        for (int64_t c = n; c < kQuantGroup; c++) panel[c] = 0.0f;
-      }
+      std::memcpy(panel, x, (size_t)cols * 4);
+      for (int64_t c = cols; c < padded; c++) panel[c] = 0.0f;
       return;
     }
     constexpr int kStep = Q4::kStepInputs;
     int order[kStep];
     for (int i = 0; i < kStep; i++) order[i] = V::q4_input(i / kLanes, i % kLanes);
-    for (int64_t c0 = 0; c0 < groups * kQuantGroup; c0 += kStep) {
-      float* out = panel + c0 / kQuantGroup * group_stride + c0 % kQuantGroup;
-      if (c0 + kStep <= cols) {
-        for (int i = 0; i < kStep; i++) out[i] = x[c0 + order[i]];
-      } else {
-        for (int i = 0; i < kStep; i++) out[i] = c0 + order[i] < cols ? x[c0 + order[i]] : 0.0f;
-      }
-    }
+    int64_t c0 = 0;
+    for (; c0 + kStep <= cols; c0 += kStep)
+      for (int i = 0; i < kStep; i++) panel[c0 + i] = x[c0 + order[i]];
+    for (; c0 < padded; c0 += kStep)
+      for (int i = 0; i < kStep; i++)
+        panel[c0 + i] = c0 + order[i] < cols ? x[c0 + order[i]] : 0.0f;
   }
 
   // Code pointers of NR rows at one group.
@@ -147,6 +140,17 @@ struct Body {
     for (int k = 0; k < NR; k++)
       c.p[k] = (const uint8_t*)w.data + (r + k) * w.row_bytes() + g * group_bytes;
     return c;
+  }
+
+  template <int NR, class Codes>
+  static void decode_group(const Rows<NR>& rows, float* out) {
+    for (int k = 0; k < NR; k++)
+      for (int j = 0; j < Codes::kSteps; j++) {
+        F f[Codes::kVecs];
+        Codes::decode(rows.p[k], j, f);
+        for (int i = 0; i < Codes::kVecs; i++)
+          V::store(out + k * kQuantGroup + (j * Codes::kVecs + i) * kLanes, f[i]);
+      }
   }
 
   // The per-group partial dots of NR rows for matvec: two accumulators per row, the vectors of
@@ -169,6 +173,27 @@ struct Body {
           acc[i % 2][k] = V::fma(f[i], x, acc[i % 2][k]);
         }
       }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < NR; k++) part[k] = V::add(acc[0][k], acc[1][k]);
+  }
+
+  // group_dots for codes decoded earlier (matmul): the loop runs vector-major, yet every
+  // accumulator receives the same FMAs in the same order as in group_dots (vectors ascending,
+  // parity picking the accumulator, since decode steps hold an even number of vectors), so the
+  // partials are bit-identical to matvec's.
+  template <int NR>
+  static inline __attribute__((always_inline)) void decoded_dots(const float* w, const float* x,
+                                                                 F* part) {
+    F acc[2][NR];
+#pragma GCC unroll 8
+    for (int k = 0; k < NR; k++) acc[0][k] = acc[1][k] = V::zero();
+#pragma GCC unroll 32
+    for (int v = 0; v < kQuantGroup / kLanes; v++) {
+      F xv = V::load(x + v * kLanes);
+#pragma GCC unroll 8
+      for (int k = 0; k < NR; k++)
+        acc[v % 2][k] = V::fma(V::load(w + k * kQuantGroup + v * kLanes), xv, acc[v % 2][k]);
     }
 #pragma GCC unroll 8
     for (int k = 0; k < NR; k++) part[k] = V::add(acc[0][k], acc[1][k]);
@@ -210,11 +235,50 @@ struct Body {
     for (int k = 0; k < NR; k++) y[r + k] = V::hsum(acc[k]);
   }
 
+  // nt tokens (panels `stride` floats apart) through NR rows; outputs y[t*y_stride + r + k].
+  // Kept out of line: inlined into matmul beside its other instantiation, GCC spills more
+  // (measured on AVX-512 Q4G: 0.55 -> 0.35 ms per token of a 2048 x 7168 matrix).
+  template <int NR, class Codes>
+  static __attribute__((noinline)) void quant_tile_matmul(const Matrix& w, const float* panels,
+                                                          int64_t stride, int nt, float* y,
+                                                          int64_t y_stride, int64_t r) {
+    F acc[kTokenTile][NR];
+    for (int t = 0; t < nt; t++)
+      for (int k = 0; k < NR; k++) acc[t][k] = V::zero();
+    alignas(64) float decoded[NR * kQuantGroup];
+    float sc[NR][kScaleChunk];
+    for (int64_t g0 = 0; g0 < w.groups(); g0 += kScaleChunk) {
+      int64_t ng = min64(kScaleChunk, w.groups() - g0);
+      tile_scales<NR>(w, r, g0, ng, sc);
+      for (int64_t g = 0; g < ng; g++) {
+        decode_group<NR, Codes>(rows_at<NR>(w, r, g0 + g), decoded);
+        const float* xg = panels + (g0 + g) * kQuantGroup;
+        for (int t = 0; t < nt; t++) {
+          F part[NR];
+          decoded_dots<NR>(decoded, xg + t * stride, part);
+#pragma GCC unroll 8
+          for (int k = 0; k < NR; k++) acc[t][k] = V::fma(V::set1(sc[k][g]), part[k], acc[t][k]);
+        }
+      }
+    }
+    for (int t = 0; t < nt; t++)
+      for (int k = 0; k < NR; k++) y[t * y_stride + r + k] = V::hsum(acc[t][k]);
+  }
+
   template <class Codes>
   static void quant_matvec(const Matrix& w, const float* panel, float* y, int64_t r0, int64_t r1) {
     int64_t r = r0;
     for (; r + kRowTile <= r1; r += kRowTile) quant_tile_matvec<kRowTile, Codes>(w, panel, y, r);
     for (; r < r1; r++) quant_tile_matvec<1, Codes>(w, panel, y, r);
+  }
+
+  template <class Codes>
+  static void quant_matmul(const Matrix& w, const float* panels, int64_t stride, int nt, float* y,
+                           int64_t y_stride, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + kRowTile <= r1; r += kRowTile)
+      quant_tile_matmul<kRowTile, Codes>(w, panels, stride, nt, y, y_stride, r);
+    for (; r < r1; r++) quant_tile_matmul<1, Codes>(w, panels, stride, nt, y, y_stride, r);
   }
 
   // --- F32 rows: two accumulators per row (even and odd chunks of kLanes), masked tail.
@@ -255,29 +319,41 @@ struct Body {
     for (; r < r1; r++) f32_tile<1>(w, x, y, r);
   }
 
-  // --- matmul: blocks of rows x tokens. Every output gets matvec's operations in matvec's order
-  // (kernels.h); what changes is which outputs share a load. A block of kBlockRows rows and up to
-  // tokens_per_block() tokens walks the columns in spans of kSpanGroups groups of 128 (F32 rows
-  // too): the block's weights for a span are made floats once (decoded or copied) and its
-  // tokens' inputs were copied once into panels, and register tiles of rows x tokens then load
-  // each weight vector once for the tile's tokens and each input vector once for its rows, from
-  // L1 for every tile after the first. Outputs' running sums wait in memory between spans.
+  // --- F32 matmul: blocks of rows x tokens. Every output gets f32_tile's operations in f32_tile's
+  // order (kernels.h: matmul == matvec); what changes is which outputs share a load. A block of
+  // kBlockRows rows and up to tokens_per_block() tokens walks the columns in spans of kSpanGroups
+  // groups of kQuantGroup columns: the block's rows for a span are copied once and its tokens'
+  // inputs were copied once into panels, and register tiles of rows x tokens then load each weight
+  // vector once for the tile's tokens and each input vector once for its rows, from L1 for every
+  // tile after the first. Outputs' two accumulators wait in memory between spans.
+  //
+  // Q8G and Q4G keep quant_matmul: this blocking with decoded spans measured slower than it on
+  // Kimi-Linear's 4096 x 2304 and on AVX2 (docs/PERFORMANCE.md): quant_matmul already decodes
+  // each group once for kTokenTile tokens and re-reads it from L1.
 
-  // Registers: F32 tiles hold two accumulators per output (f32_tile's), 32 vector registers a
-  // 4 x 3 tile's 24 beside 4 weight vectors and an input, 16 a 2 x 3 tile's 12; quantized tiles
-  // hold a third, the running sum, so 4 x 2 (24 + 4 + 1) and 2 x 2 (12 + 2 + 1).
-  static constexpr int kF32TileRows = V::kRegisters >= 32 ? 4 : 2, kF32TileTokens = 3;
-  static constexpr int kQuantTileRows = V::kRegisters >= 32 ? 4 : 2, kQuantTileTokens = 2;
+  // Registers: two accumulators per output, so 32 vector registers hold a 4 x 3 tile's 24 beside
+  // 4 weight vectors and an input, 16 a 2 x 3 tile's 12.
+  static constexpr int kTileRows = V::kRegisters >= 32 ? 4 : 2, kTileTokens = 3;
   static constexpr int kBlockRows = 8;
-  static constexpr int kGroupVecs = (int)(kQuantGroup / kLanes);
-  // Groups per visit of a tile (its running sums loaded and stored once a span).
+  static constexpr int kGroupPairs = (int)(kQuantGroup / kLanes / 2);
+  // Groups per visit of a tile (its accumulators loaded and stored once a span).
   static constexpr int64_t kSpanGroups = 4;
+  // The weights stream from memory at 4 bytes each for every token block: few, large blocks
+  // (panels up to 2 MiB; measured on AVX-512 at 2048 x 7168: 45% of the peak against 34% with
+  // 0.5 MiB).
+  static constexpr int64_t kPanelFloats = 512 * 1024, kMaxTokens = 48;
 
-  // Tokens whose panels (`cols` floats each) fit in `panel_floats`, at most `most`.
-  static int64_t tokens_per_block(int64_t panel_floats, int64_t most, int64_t cols) {
-    int64_t tb = panel_floats / cols;
-    tb = tb < 6 ? 6 : tb > most ? most : tb;
-    return tb / 6 * 6;  // whole tiles of 2 and 3 tokens
+  // Tokens whose panels (`cols` floats each) fit in kPanelFloats, in whole tiles.
+  static int64_t tokens_per_block(int64_t cols) {
+    int64_t tb = kPanelFloats / cols;
+    tb = tb < kTileTokens ? kTileTokens : tb > kMaxTokens ? kMaxTokens : tb;
+    return tb / kTileTokens * kTileTokens;
+  }
+
+  // n floats from src, then zeros up to `padded` (as f32_tile's masked loads read past a row).
+  static void copy_padded(float* dst, const float* src, int64_t n, int64_t padded) {
+    std::memcpy(dst, src, (size_t)n * 4);
+    for (int64_t c = n; c < padded; c++) dst[c] = 0.0f;
   }
 
   // One vector of R weight rows (ws floats apart) times one vector of T inputs (xs apart).
@@ -299,46 +375,6 @@ struct Body {
     }
   }
 
-  // Groups [0, ng) of an R x T tile, each as quant_tile_matvec does it for every output:
-  // group_dots' partial (the group's vectors alternating between two accumulators from zero, then
-  // one add), then acc = fma(scale, partial, acc), acc staying in registers from group to group.
-  // Row k's weights for group i at w + (k * kSpanGroups + i) * kQuantGroup, its scales at
-  // sc[k * sc_stride + i]; token t's inputs at x + i * xg + t * kQuantGroup; output (k, t)'s acc
-  // at state + (k * ts + t) * kLanes.
-  template <int R, int T>
-  static __attribute__((noinline)) void groups_tile(const float* w, const float* x, int64_t xg,
-                                                    const float* sc, int64_t sc_stride, int64_t ng,
-                                                    float* state, int64_t ts) {
-    F acc[R][T];
-#pragma GCC unroll 4
-    for (int k = 0; k < R; k++)
-#pragma GCC unroll 4
-      for (int t = 0; t < T; t++) acc[k][t] = V::load(state + (k * ts + t) * kLanes);
-    for (int64_t i = 0; i < ng; i++, w += kQuantGroup, x += xg) {
-      F e[R][T], o[R][T];
-#pragma GCC unroll 4
-      for (int k = 0; k < R; k++)
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) e[k][t] = o[k][t] = V::zero();
-#pragma GCC unroll 1
-      for (int v = 0; v < kGroupVecs; v += 2) {
-        tile_fmas<R, T>(w + v * kLanes, kSpanGroups * kQuantGroup, x + v * kLanes, kQuantGroup, e);
-        tile_fmas<R, T>(w + (v + 1) * kLanes, kSpanGroups * kQuantGroup, x + (v + 1) * kLanes,
-                        kQuantGroup, o);
-      }
-#pragma GCC unroll 4
-      for (int k = 0; k < R; k++) {
-        const F s = V::set1(sc[k * sc_stride + i]);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) acc[k][t] = V::fma(s, V::add(e[k][t], o[k][t]), acc[k][t]);
-      }
-    }
-#pragma GCC unroll 4
-    for (int k = 0; k < R; k++)
-#pragma GCC unroll 4
-      for (int t = 0; t < T; t++) V::store(state + (k * ts + t) * kLanes, acc[k][t]);
-  }
-
   // A span of an R x T tile of an F32 matrix as f32_tile does it: `pairs` pairs of vectors into
   // its two accumulators (a: even vectors, b: odd), then, in the span where a row's pairs end
   // short of its end, that ending of `tail` columns: a whole vector into a if there is one, the
@@ -350,7 +386,6 @@ struct Body {
   static __attribute__((noinline)) void f32_span_tile(const float* w, const float* x, int64_t xg,
                                                       int64_t pairs, int64_t tail, float* state,
                                                       int64_t ts) {
-    constexpr int kGroupPairs = kGroupVecs / 2;
     constexpr int64_t ws = kSpanGroups * kQuantGroup;
     F a[R][T], b[R][T];
 #pragma GCC unroll 4
@@ -398,123 +433,49 @@ struct Body {
     for (; t < nt; t++) row_tiles<TR, 1>(nr, t, tile);
   }
 
-  // The formats of the blocked loop. Each gives its tile shape, kSums (running-sum vectors per
-  // output), rows() (a row block's setup), span() (the block's weights for groups [g, g + ng) as
-  // floats, row k's group g + i at out + (k * kSpanGroups + i) * kQuantGroup), tile() and
-  // result() (an output from its sums).
-
-  // Q4G and Q8G: codes decoded, the group scales of a row block decoded once.
-  template <class Codes>
-  struct Quant {
-    static constexpr int kTileRows = kQuantTileRows, kTileTokens = kQuantTileTokens, kSums = 1;
-    static constexpr bool kQ4 = std::is_same_v<Codes, Q4>;
-    // Panels of about 0.5 MiB, within half of a 1 MiB L2 (measured on AVX-512 at 2048x7168:
-    // 2 MiB, decoding each span for 48 tokens instead of 18, was slower).
-    static constexpr int64_t kPanelFloats = 128 * 1024;
-    // A block's running sums (kBlockRows x tokens vectors) stay beside its span in L1 (measured
-    // at 4096x2304: 24 tokens faster than 48).
-    static constexpr int64_t kMaxTokens = 24;
-    const Matrix& w;
-    Scratch scales;
-    explicit Quant(const Matrix& m) : w(m), scales(kBlockRows * m.groups()) {}
-
-    void rows(int64_t r, int nr) {
-      for (int k = 0; k < nr; k++)
-        decode_scales(w.scales + (r + k) * w.groups(), w.groups(), scales.get() + k * w.groups());
-    }
-    // The rows' codes a span on are fetched meanwhile: the hardware prefetcher alone tracks only
-    // so many row streams.
-    void span(int64_t r, int nr, int64_t g, int64_t ng, float* out) const {
-      const int64_t group_bytes = w.row_bytes() / w.groups(), span_bytes = ng * group_bytes;
-      const uint8_t* p = (const uint8_t*)w.data + r * w.row_bytes() + g * group_bytes;
-      for (int k = 0; k < nr; k++, p += w.row_bytes()) {
-        for (int64_t o = 0; o < span_bytes; o += 64) __builtin_prefetch(p + span_bytes + o);
-        for (int64_t i = 0; i < ng; i++)
-          for (int j = 0; j < Codes::kSteps; j++) {
-            F f[Codes::kVecs];
-            Codes::decode(p + i * group_bytes, j, f);
-            float* o = out + (k * kSpanGroups + i) * kQuantGroup + j * Codes::kVecs * kLanes;
-            for (int v = 0; v < Codes::kVecs; v++) V::store(o + v * kLanes, f[v]);
-          }
-      }
-    }
-    template <int R, int T>
-    void tile(const float* ws, const float* x, int64_t xg, int k, int64_t g, int64_t ng,
-              float* sums, int64_t ts) {
-      groups_tile<R, T>(ws, x, xg, scales.get() + k * w.groups() + g, w.groups(), ng, sums, ts);
-    }
-    static float result(const float* sums) { return V::hsum(V::load(sums)); }
-  };
-
-  // F32: rows copied, zero past their end; f32_tile's pairs end at `paired`, its ending
-  // (`tail` columns) after them.
-  struct F32 {
-    static constexpr int kTileRows = kF32TileRows, kTileTokens = kF32TileTokens, kSums = 2;
-    static constexpr bool kQ4 = false;
-    // The weights stream from memory at 4 bytes each for every token block: fewer, larger
-    // blocks (measured on AVX-512 at 2048x7168: 45% of the peak against 34% with 0.5 MiB).
-    static constexpr int64_t kPanelFloats = 512 * 1024;
-    static constexpr int64_t kMaxTokens = 48;
-    const Matrix& w;
-    const int64_t paired, tail;
-    explicit F32(const Matrix& m)
-        : w(m), paired(m.cols / (2 * kLanes) * (2 * kLanes)), tail(m.cols - paired) {}
-
-    void rows(int64_t, int) {}
-    void span(int64_t r, int nr, int64_t g, int64_t ng, float* out) const {
-      const int64_t c0 = g * kQuantGroup, n = min64(ng * kQuantGroup, w.cols - c0);
-      const float* row = (const float*)w.data + r * w.cols + c0;
-      for (int k = 0; k < nr; k++, row += w.cols, out += kSpanGroups * kQuantGroup) {
-        std::memcpy(out, row, (size_t)n * 4);
-        for (int64_t c = n; c < ng * kQuantGroup; c++) out[c] = 0.0f;
-      }
-    }
-    template <int R, int T>
-    void tile(const float* ws, const float* x, int64_t xg, int, int64_t g, int64_t ng, float* sums,
-              int64_t ts) const {
-      const int64_t c0 = g * kQuantGroup, c1 = c0 + ng * kQuantGroup;
-      const int64_t pairs = (min64(paired, c1) - min64(paired, c0)) / (2 * kLanes);
-      f32_span_tile<R, T>(ws, x, xg, pairs, paired >= c0 && paired < c1 ? tail : 0, sums, ts);
-    }
-    static float result(const float* sums) {
-      return V::hsum(V::add(V::load(sums), V::load(sums + kLanes)));
-    }
-  };
-
-  // Token blocks (their inputs copied once into panels: group g of token t at
-  // panels + (g * tb + t) * kQuantGroup), row blocks, spans of kSpanGroups groups, tiles.
-  template <class Fmt>
-  static void blocked_matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
-                             int64_t y_stride, int64_t r0, int64_t r1) {
-    const int64_t groups = w.groups();
-    const int64_t tb = tokens_per_block(Fmt::kPanelFloats, Fmt::kMaxTokens, groups * kQuantGroup);
-    const int64_t per = Fmt::kSums * kLanes;  // floats of one output's sums
-    Fmt fmt(w);
-    Scratch panels(tb * groups * kQuantGroup), sums(kBlockRows * tb * per);
+  // Token blocks (group g of token t's inputs at panels + (g * tb + t) * kQuantGroup), row
+  // blocks, spans, tiles.
+  static void f32_matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
+                         int64_t y_stride, int64_t r0, int64_t r1) {
+    const int64_t groups = w.groups(), tb = tokens_per_block(groups * kQuantGroup);
+    // f32_tile's pairs end at `paired`, its ending (`tail` columns) after them.
+    const int64_t paired = w.cols / (2 * kLanes) * (2 * kLanes), tail = w.cols - paired;
+    constexpr int64_t kSums = 2 * kLanes;  // floats of one output's accumulators
+    Scratch panels(tb * groups * kQuantGroup), sums(kBlockRows * tb * kSums);
     alignas(64) float span[kBlockRows * kSpanGroups * kQuantGroup];
     for (int64_t t0 = 0; t0 < n; t0 += tb) {
       const int nt = (int)min64(tb, n - t0);
       for (int t = 0; t < nt; t++)
-        build_panel(x + (t0 + t) * x_stride, w.cols, groups, Fmt::kQ4, tb * kQuantGroup,
-                    panels.get() + t * kQuantGroup);
+        for (int64_t g = 0; g < groups; g++) {
+          const int64_t c0 = g * kQuantGroup;
+          copy_padded(panels.get() + (g * tb + t) * kQuantGroup, x + (t0 + t) * x_stride + c0,
+                      min64(kQuantGroup, w.cols - c0), kQuantGroup);
+        }
       for (int64_t r = r0; r < r1; r += kBlockRows) {
         const int nr = (int)min64(kBlockRows, r1 - r);
-        fmt.rows(r, nr);
-        for (int64_t i = 0; i < nr * tb * per; i += kLanes) V::store(sums.get() + i, V::zero());
+        for (int64_t i = 0; i < nr * tb * kSums; i += kLanes) V::store(sums.get() + i, V::zero());
         for (int64_t g = 0; g < groups; g += kSpanGroups) {
-          const int64_t ng = min64(kSpanGroups, groups - g);
-          fmt.span(r, nr, g, ng, span);
-          for_tiles<Fmt::kTileRows, Fmt::kTileTokens>(nr, nt, [&](auto R, auto T, int k, int t) {
-            fmt.template tile<decltype(R)::value, decltype(T)::value>(
+          const int64_t c0 = g * kQuantGroup, c1 = min64(w.cols, c0 + kSpanGroups * kQuantGroup);
+          for (int k = 0; k < nr; k++)
+            copy_padded(span + k * kSpanGroups * kQuantGroup,
+                        (const float*)w.data + (r + k) * w.cols + c0, c1 - c0,
+                        kSpanGroups * kQuantGroup);
+          const int64_t pairs = (min64(paired, c1) - min64(paired, c0)) / (2 * kLanes);
+          const int64_t ending = paired >= c0 && paired < c1 ? tail : 0;
+          for_tiles<kTileRows, kTileTokens>(nr, nt, [&](auto R, auto T, int k, int t) {
+            f32_span_tile<decltype(R)::value, decltype(T)::value>(
                 span + k * kSpanGroups * kQuantGroup, panels.get() + (g * tb + t) * kQuantGroup,
-                tb * kQuantGroup, k, g, ng, sums.get() + (k * tb + t) * per, tb);
+                tb * kQuantGroup, pairs, ending, sums.get() + (k * tb + t) * kSums, tb);
           });
         }
         // A token's nr outputs in one store: each lands in another cache line, and stores of one
-        // float each filled the store buffer (measured: 5-10% of a 4096x2304 Q4G window).
+        // float each filled the store buffer (measured: 5-10% of a 4096x2304 window).
         for (int t = 0; t < nt; t++) {
           float out[kBlockRows];
-          for (int k = 0; k < nr; k++) out[k] = Fmt::result(sums.get() + (k * tb + t) * per);
+          for (int k = 0; k < nr; k++) {
+            const float* s = sums.get() + (k * tb + t) * kSums;
+            out[k] = V::hsum(V::add(V::load(s), V::load(s + kLanes)));
+          }
           std::memcpy(y + (t0 + t) * y_stride + r, out, (size_t)nr * 4);
         }
       }
@@ -531,18 +492,28 @@ struct Body {
     if (w.fmt == TensorFormat::kF32) return f32_matvec(w, x, y, r0, r1);
     bool q4 = w.fmt == TensorFormat::kQ4G;
     Scratch panel(padded_cols(w));
-    build_panel(x, w.cols, w.groups(), q4, kQuantGroup, panel.get());
+    build_panel(x, w.cols, padded_cols(w), q4, panel.get());
     if (q4) return quant_matvec<Q4>(w, panel.get(), y, r0, r1);
     quant_matvec<Q8>(w, panel.get(), y, r0, r1);
   }
 
   static void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
                      int64_t y_stride, int64_t r0, int64_t r1) {
-    if (w.fmt == TensorFormat::kF32)
-      return blocked_matmul<F32>(w, x, n, x_stride, y, y_stride, r0, r1);
-    if (w.fmt == TensorFormat::kQ4G)
-      return blocked_matmul<Quant<Q4>>(w, x, n, x_stride, y, y_stride, r0, r1);
-    blocked_matmul<Quant<Q8>>(w, x, n, x_stride, y, y_stride, r0, r1);
+    if (w.fmt == TensorFormat::kF32) return f32_matmul(w, x, n, x_stride, y, y_stride, r0, r1);
+    bool q4 = w.fmt == TensorFormat::kQ4G;
+    int64_t stride = padded_cols(w);
+    Scratch panels(stride * kTokenTile);
+    for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
+      int nt = (int)min64(kTokenTile, n - t0);
+      for (int t = 0; t < nt; t++)
+        build_panel(x + (t0 + t) * x_stride, w.cols, stride, q4, panels.get() + t * stride);
+      float* yt = y + t0 * y_stride;
+      if (q4) {
+        quant_matmul<Q4>(w, panels.get(), stride, nt, yt, y_stride, r0, r1);
+      } else {
+        quant_matmul<Q8>(w, panels.get(), stride, nt, yt, y_stride, r0, r1);
+      }
+    }
   }
 
   // --- VQ tables: per (position, stage) one multiply-add per dimension over all codes at once.
