@@ -429,12 +429,16 @@ TEST_P(SimdTest, MatvecMatchesScalar) {
       }
 }
 
+// Shapes at the edges of matmul's blocking (kernels_body.h): rows 1-3 past whole tiles of 2 or 4
+// and past F32's blocks of 8, from an odd first row; tokens past whole tiles of 3 and past a
+// block of 48 (F32) or of 16 (Q8G, Q4G); F32 rows ending exactly at a vector pair, a vector past
+// one (16, 48 on AVX-512), a part of one, and a span of 512 columns.
 TEST_P(IsaTest, MatmulIsBitIdenticalToMatvec) {
   Rand g(11);
   for (TensorFormat fmt : kFormats)
-    for (int64_t rows : {1, 5, 9})
-      for (int64_t cols : {7, 128, 300})
-        for (int64_t n : {1, 3, 16, 17, 40}) {
+    for (int64_t rows : {1, 3, 5, 9, 13, 17})
+      for (int64_t cols : {7, 16, 48, 300, 520, 1043})
+        for (int64_t n : {1, 2, 3, 5, 7, 40, 100}) {
           TestMatrix m = make_matrix(fmt, rows, cols, g());
           int64_t xs = cols + 3, ys = rows + 2, r0 = rows > 1 ? 1 : 0;
           std::vector<float> x = random_floats(g, n * xs);

@@ -22,21 +22,23 @@ namespace {
 // most frequent large trunk matrix. Experts: a routed expert's gate or up [moe_inter, expert_in],
 // coded VQ3R (3 stages of 256 entries). Attention: MLA's absorbed scores and weighted sums over
 // `positions` cached latents (kv_lora + rope = 576 floats per position, 512 of them values), and
-// one KDA delta-rule step per head.
+// one KDA delta-rule step per head. A prefill window: the trunk product for that many tokens in
+// one call.
 struct Shapes {
   const char* name;
-  int64_t trunk_rows, trunk_cols;
+  int64_t trunk_rows, trunk_cols, window;
   int64_t expert_rows, expert_in;
   int64_t mla_heads, kda_heads, positions;
 };
 
 constexpr Shapes kModels[] = {
-    {"kimi-linear", 4096, 2304, 1024, 2304, 32, 32, 4096},
-    {"k3", 12288, 7168, 3072, 3584, 96, 96, 4096},
+    {"kimi-linear", 4096, 2304, 360, 1024, 2304, 32, 32, 4096},
+    {"k3", 12288, 7168, 360, 3072, 3584, 96, 96, 4096},
 };
 // --quick's: every kernel's code paths (more than one row block, several quantization groups and
-// positions) at a size that runs in a moment even under a sanitizer or an emulator.
-constexpr Shapes kQuick = {"quick", 256, 512, 128, 512, 4, 4, 256};
+// positions, a window that is no multiple of matmul's tiles) at a size that runs in a moment even
+// under a sanitizer or an emulator.
+constexpr Shapes kQuick = {"quick", 256, 512, 41, 128, 512, 4, 4, 256};
 
 constexpr int kStages = 3, kEntries = 256;
 constexpr int64_t kLatent = 576, kValues = 512, kKdaDim = 128;
@@ -48,6 +50,8 @@ struct Case {
   std::string kernel, format, shape, unit;
   double units = 0, bytes = 0, flops = 0;
   int64_t work = 0, grain = 1;
+  // The scalar reference is left out where one call would take many seconds at its speed.
+  bool vector_only = false;
   std::function<void(const Kernels&, int64_t, int64_t)> run = nullptr;
 };
 
@@ -121,14 +125,15 @@ Matrix trunk_matrix(TensorFormat fmt, int64_t rows, int64_t cols, Rng& rng, Trun
   return w;
 }
 
-// The trunk product of `fmt` for one token (matvec) or kTokens (matmul), rows split.
+// The trunk product of `fmt` for one token (matvec), kTokens (matmul, a prefill piece) and a
+// whole window (matmul, vector instruction sets only for a model's shapes), rows split.
 void trunk_cases(const Shapes& s, TensorFormat fmt, Rng& rng,
                  const std::function<void(const Case&)>& measure) {
   TrunkData data;
   const Matrix w = trunk_matrix(fmt, s.trunk_rows, s.trunk_cols, rng, data);
   const double weight_bytes = (double)w.rows * w.row_bytes() + 2.0 * data.scales.size();
-  const std::vector<float> x = random_floats(rng, kTokens * w.cols, -1, 1);
-  std::vector<float> y(kTokens * w.rows);
+  const std::vector<float> x = random_floats(rng, std::max(kTokens, s.window) * w.cols, -1, 1);
+  std::vector<float> y(std::max(kTokens, s.window) * w.rows);
   const std::string shape = fmt::format("{}x{}", w.rows, w.cols);
   Case mv{"matvec", format_name(fmt), shape, "row"};
   mv.units = (double)w.rows;
@@ -138,16 +143,19 @@ void trunk_cases(const Shapes& s, TensorFormat fmt, Rng& rng,
   mv.grain = 64;
   mv.run = [&](const Kernels& k, int64_t b, int64_t e) { k.matvec(w, x.data(), y.data(), b, e); };
   measure(mv);
-  Case mm{"matmul", format_name(fmt), fmt::format("{} x {} tokens", shape, kTokens), "row-token"};
-  mm.units = (double)w.rows * kTokens;
-  mm.bytes = weight_bytes;
-  mm.flops = 2.0 * w.rows * w.cols * kTokens;
-  mm.work = w.rows;
-  mm.grain = 64;
-  mm.run = [&](const Kernels& k, int64_t b, int64_t e) {
-    k.matmul(w, x.data(), kTokens, w.cols, y.data(), w.rows, b, e);
-  };
-  measure(mm);
+  for (int64_t tokens : {kTokens, s.window}) {
+    Case mm{"matmul", format_name(fmt), fmt::format("{} x {} tokens", shape, tokens), "row-token"};
+    mm.units = (double)w.rows * tokens;
+    mm.bytes = weight_bytes;
+    mm.flops = 2.0 * w.rows * w.cols * tokens;
+    mm.work = w.rows;
+    mm.grain = 64;
+    mm.vector_only = tokens == s.window && &s != &kQuick;
+    mm.run = [&, tokens](const Kernels& k, int64_t b, int64_t e) {
+      k.matmul(w, x.data(), tokens, w.cols, y.data(), w.rows, b, e);
+    };
+    measure(mm);
+  }
 }
 
 // A routed expert's gate matrix: its tables (vq_lut, positions split), its rows from the tables
@@ -342,6 +350,7 @@ KernelBench bench_kernels(const KernelBenchOptions& o) {
     Rng rng(7);
     auto measure = [&](const Case& c) {
       for (Isa isa : r.isas) {
+        if (c.vector_only && isa == Isa::kScalar) continue;
         const Kernels& k = kernels_for(isa);
         for (int threads : {1, pool.size()}) {
           KernelTiming t{c.kernel, c.format, s->name, c.shape, c.unit, isa, threads};

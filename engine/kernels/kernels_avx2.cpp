@@ -15,6 +15,7 @@ struct Avx2 {
   using M = __m256i;  // all-ones in the lanes a masked load or store touches
   static constexpr int kLanes = 8;
   static constexpr int kDeltaVecs = 4;
+  static constexpr int kRegisters = 16;
 
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float x) { return _mm256_set1_ps(x); }
@@ -26,6 +27,7 @@ struct Avx2 {
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static void pin(F& v) { asm("" : "+x"(v)); }
 
   static M first(int64_t n) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);

@@ -20,6 +20,7 @@ struct Avx512 {
   using M = __mmask16;
   static constexpr int kLanes = 16;
   static constexpr int kDeltaVecs = 8;
+  static constexpr int kRegisters = 32;
 
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float x) { return _mm512_set1_ps(x); }
@@ -31,6 +32,7 @@ struct Avx512 {
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static void pin(F& v) { asm("" : "+v"(v)); }
 
   static M first(int64_t n) { return n <= 0 ? (M)0 : n >= kLanes ? (M)0xffff : (M)((1u << n) - 1); }
   static F load_m(const float* p, M m) { return _mm512_maskz_loadu_ps(m, p); }

@@ -22,12 +22,17 @@
 //   q8: kQ8StepBytes of Q8G codes -> kQ8Vecs vectors in input order,
 //   Stages<S>: sum(table, entries, runs) gives, for kLanes consecutive rows whose S stage
 //     indices lie at runs[row * S + s], table[idx_0] + table[entries + idx_1] + ... left to right,
-//   kDeltaVecs: vectors per column span in delta_rule (registers permitting).
+//   kDeltaVecs: vectors per column span in delta_rule (registers permitting),
+//   kRegisters: the vector registers the compiler can allocate (sizes F32 matmul's tiles),
+//   pin(v): v stays in a register (where an instruction set's multiply-add can take a memory
+//     operand, GCC otherwise folds F32 matmul's weight loads into every multiply-add of a tile:
+//     one load per multiply-add instead of one per weight vector).
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/kernels/kernels.h"
 
@@ -314,6 +319,169 @@ struct Body {
     for (; r < r1; r++) f32_tile<1>(w, x, y, r);
   }
 
+  // --- F32 matmul: blocks of rows x tokens. Every output gets f32_tile's operations in f32_tile's
+  // order (kernels.h: matmul == matvec); what changes is which outputs share a load. A block of
+  // kBlockRows rows and up to tokens_per_block() tokens walks the columns in spans of kSpanGroups
+  // groups of kQuantGroup columns: the block's rows for a span are copied once and its tokens'
+  // inputs were copied once into panels, and register tiles of rows x tokens then load each weight
+  // vector once for the tile's tokens and each input vector once for its rows, from L1 for every
+  // tile after the first. Outputs' two accumulators wait in memory between spans.
+  //
+  // Q8G and Q4G keep quant_matmul: this blocking with decoded spans measured slower than it on
+  // Kimi-Linear's 4096 x 2304 and on AVX2 (docs/PERFORMANCE.md): quant_matmul already decodes
+  // each group once for kTokenTile tokens and re-reads it from L1.
+
+  // Registers: two accumulators per output, so 32 vector registers hold a 4 x 3 tile's 24 beside
+  // 4 weight vectors and an input, 16 a 2 x 3 tile's 12.
+  static constexpr int kTileRows = V::kRegisters >= 32 ? 4 : 2, kTileTokens = 3;
+  static constexpr int kBlockRows = 8;
+  static constexpr int kGroupPairs = (int)(kQuantGroup / kLanes / 2);
+  // Groups per visit of a tile (its accumulators loaded and stored once a span).
+  static constexpr int64_t kSpanGroups = 4;
+  // The weights stream from memory at 4 bytes each for every token block: few, large blocks
+  // (panels up to 2 MiB; measured on AVX-512 at 2048 x 7168: 45% of the peak against 34% with
+  // 0.5 MiB).
+  static constexpr int64_t kPanelFloats = 512 * 1024, kMaxTokens = 48;
+
+  // Tokens whose panels (`cols` floats each) fit in kPanelFloats, in whole tiles.
+  static int64_t tokens_per_block(int64_t cols) {
+    int64_t tb = kPanelFloats / cols;
+    tb = tb < kTileTokens ? kTileTokens : tb > kMaxTokens ? kMaxTokens : tb;
+    return tb / kTileTokens * kTileTokens;
+  }
+
+  // n floats from src, then zeros up to `padded` (as f32_tile's masked loads read past a row).
+  static void copy_padded(float* dst, const float* src, int64_t n, int64_t padded) {
+    std::memcpy(dst, src, (size_t)n * 4);
+    for (int64_t c = n; c < padded; c++) dst[c] = 0.0f;
+  }
+
+  // One vector of R weight rows (ws floats apart) times one vector of T inputs (xs apart).
+  template <int R, int T>
+  static inline __attribute__((always_inline)) void tile_fmas(const float* w, int64_t ws,
+                                                              const float* x, int64_t xs,
+                                                              F (&acc)[R][T]) {
+    F wv[R];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+      wv[k] = V::loadu(w + k * ws);
+      V::pin(wv[k]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const F xv = V::loadu(x + t * xs);
+#pragma GCC unroll 4
+      for (int k = 0; k < R; k++) acc[k][t] = V::fma(wv[k], xv, acc[k][t]);
+    }
+  }
+
+  // A span of an R x T tile of an F32 matrix as f32_tile does it: `pairs` pairs of vectors into
+  // its two accumulators (a: even vectors, b: odd), then, in the span where a row's pairs end
+  // short of its end, that ending of `tail` columns: a whole vector into a if there is one, the
+  // rest (if any) into b (the copies are zero past the row's end, as f32_tile's masked loads
+  // are). Pair j of row k at w + k * kSpanGroups * kQuantGroup + 2 * j * kLanes, of token t in
+  // group j / kGroupPairs at x + t * kQuantGroup, groups xg apart; output (k, t) keeps a and b at
+  // state + (k * ts + t) * 2 * kLanes.
+  template <int R, int T>
+  static __attribute__((noinline)) void f32_span_tile(const float* w, const float* x, int64_t xg,
+                                                      int64_t pairs, int64_t tail, float* state,
+                                                      int64_t ts) {
+    constexpr int64_t ws = kSpanGroups * kQuantGroup;
+    F a[R][T], b[R][T];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++) {
+        a[k][t] = V::load(state + (k * ts + t) * 2 * kLanes);
+        b[k][t] = V::load(state + (k * ts + t) * 2 * kLanes + kLanes);
+      }
+    int64_t j = 0;
+    for (; j < pairs; j++) {
+      const float* xj = x + j / kGroupPairs * xg + j % kGroupPairs * 2 * kLanes;
+      tile_fmas<R, T>(w + 2 * j * kLanes, ws, xj, kQuantGroup, a);
+      tile_fmas<R, T>(w + 2 * j * kLanes + kLanes, ws, xj + kLanes, kQuantGroup, b);
+    }
+    const float* xj = x + j / kGroupPairs * xg + j % kGroupPairs * 2 * kLanes;
+    if (tail >= kLanes) tile_fmas<R, T>(w + 2 * j * kLanes, ws, xj, kQuantGroup, a);
+    if (tail > kLanes)
+      tile_fmas<R, T>(w + 2 * j * kLanes + kLanes, ws, xj + kLanes, kQuantGroup, b);
+    if (tail > 0 && tail < kLanes) tile_fmas<R, T>(w + 2 * j * kLanes, ws, xj, kQuantGroup, b);
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++) {
+        V::store(state + (k * ts + t) * 2 * kLanes, a[k][t]);
+        V::store(state + (k * ts + t) * 2 * kLanes + kLanes, b[k][t]);
+      }
+  }
+
+  // tile(R, T, k, t) for every tile of an nr x nt block (R and T as std::integral_constant):
+  // whole TR x TT tiles, then leftover rows one by one, then leftover tokens one by one, each
+  // token tile's inputs shared by every row tile while they are in L1.
+  template <int TR, int T, class Fn>
+  static inline __attribute__((always_inline)) void row_tiles(int nr, int t, Fn& tile) {
+    int k = 0;
+    for (; k + TR <= nr; k += TR)
+      tile(std::integral_constant<int, TR>{}, std::integral_constant<int, T>{}, k, t);
+    for (; k < nr; k++)
+      tile(std::integral_constant<int, 1>{}, std::integral_constant<int, T>{}, k, t);
+  }
+  template <int TR, int TT, class Fn>
+  static inline __attribute__((always_inline)) void for_tiles(int nr, int nt, Fn&& tile) {
+    int t = 0;
+    for (; t + TT <= nt; t += TT) row_tiles<TR, TT>(nr, t, tile);
+    for (; t < nt; t++) row_tiles<TR, 1>(nr, t, tile);
+  }
+
+  // Token blocks (group g of token t's inputs at panels + (g * tb + t) * kQuantGroup), row
+  // blocks, spans, tiles.
+  static void f32_matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
+                         int64_t y_stride, int64_t r0, int64_t r1) {
+    const int64_t groups = w.groups(), tb = tokens_per_block(groups * kQuantGroup);
+    // f32_tile's pairs end at `paired`, its ending (`tail` columns) after them.
+    const int64_t paired = w.cols / (2 * kLanes) * (2 * kLanes), tail = w.cols - paired;
+    constexpr int64_t kSums = 2 * kLanes;  // floats of one output's accumulators
+    Scratch panels(tb * groups * kQuantGroup), sums(kBlockRows * tb * kSums);
+    alignas(64) float span[kBlockRows * kSpanGroups * kQuantGroup];
+    for (int64_t t0 = 0; t0 < n; t0 += tb) {
+      const int nt = (int)min64(tb, n - t0);
+      for (int t = 0; t < nt; t++)
+        for (int64_t g = 0; g < groups; g++) {
+          const int64_t c0 = g * kQuantGroup;
+          copy_padded(panels.get() + (g * tb + t) * kQuantGroup, x + (t0 + t) * x_stride + c0,
+                      min64(kQuantGroup, w.cols - c0), kQuantGroup);
+        }
+      for (int64_t r = r0; r < r1; r += kBlockRows) {
+        const int nr = (int)min64(kBlockRows, r1 - r);
+        for (int64_t i = 0; i < nr * tb * kSums; i += kLanes) V::store(sums.get() + i, V::zero());
+        for (int64_t g = 0; g < groups; g += kSpanGroups) {
+          const int64_t c0 = g * kQuantGroup, c1 = min64(w.cols, c0 + kSpanGroups * kQuantGroup);
+          for (int k = 0; k < nr; k++)
+            copy_padded(span + k * kSpanGroups * kQuantGroup,
+                        (const float*)w.data + (r + k) * w.cols + c0, c1 - c0,
+                        kSpanGroups * kQuantGroup);
+          const int64_t pairs = (min64(paired, c1) - min64(paired, c0)) / (2 * kLanes);
+          const int64_t ending = paired >= c0 && paired < c1 ? tail : 0;
+          for_tiles<kTileRows, kTileTokens>(nr, nt, [&](auto R, auto T, int k, int t) {
+            f32_span_tile<decltype(R)::value, decltype(T)::value>(
+                span + k * kSpanGroups * kQuantGroup, panels.get() + (g * tb + t) * kQuantGroup,
+                tb * kQuantGroup, pairs, ending, sums.get() + (k * tb + t) * kSums, tb);
+          });
+        }
+        // A token's nr outputs in one store: each lands in another cache line, and stores of one
+        // float each filled the store buffer (measured: 5-10% of a 4096x2304 window).
+        for (int t = 0; t < nt; t++) {
+          float out[kBlockRows];
+          for (int k = 0; k < nr; k++) {
+            const float* s = sums.get() + (k * tb + t) * kSums;
+            out[k] = V::hsum(V::add(V::load(s), V::load(s + kLanes)));
+          }
+          std::memcpy(y + (t0 + t) * y_stride + r, out, (size_t)nr * 4);
+        }
+      }
+    }
+  }
+
   // --- Entry points.
 
   static int64_t padded_cols(const Matrix& w) {
@@ -331,10 +499,7 @@ struct Body {
 
   static void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
                      int64_t y_stride, int64_t r0, int64_t r1) {
-    if (w.fmt == TensorFormat::kF32) {
-      for (int64_t t = 0; t < n; t++) f32_matvec(w, x + t * x_stride, y + t * y_stride, r0, r1);
-      return;
-    }
+    if (w.fmt == TensorFormat::kF32) return f32_matmul(w, x, n, x_stride, y, y_stride, r0, r1);
     bool q4 = w.fmt == TensorFormat::kQ4G;
     int64_t stride = padded_cols(w);
     Scratch panels(stride * kTokenTile);

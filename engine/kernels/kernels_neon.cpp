@@ -23,6 +23,7 @@ struct Neon {
   };
   static constexpr int kLanes = 4;
   static constexpr int kDeltaVecs = 8;
+  static constexpr int kRegisters = 32;
 
   static F zero() { return vdupq_n_f32(0.0f); }
   static F set1(float x) { return vdupq_n_f32(x); }
@@ -34,6 +35,7 @@ struct Neon {
   static F sub(F a, F b) { return vsubq_f32(a, b); }
   static F mul(F a, F b) { return vmulq_f32(a, b); }
   static F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+  static void pin(F&) {}  // fmla takes no memory operand
 
   static M first(int64_t n) {
     const int k = n < 0 ? 0 : n > kLanes ? kLanes : (int)n;
