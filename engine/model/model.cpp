@@ -145,14 +145,14 @@ void Model::attention(int layer, Session& s, int64_t T, const float* h, float* o
   }
 }
 
-void Model::ffn(int layer, int64_t T, const float* u, float* out) {
+void Model::ffn(int layer, int64_t T, const float* u, float* out, bool predict) {
   if (w_.layers[layer].moe) {
-    moe(layer, T, u, out);
+    moe(layer, T, u, out, predict);
     return;
   }
   // A dense layer before the first MoE layer still predicts it: otherwise every token would
   // start that layer with all of its experts to read.
-  if (T < kLookaheadTokens) {
+  if (predict) {
     std::vector<int> next = predict_next(layer, T, u);
     if (!next.empty()) store_->prefetch(layer + 1, next);
   }
@@ -165,6 +165,8 @@ void Model::run_step(std::span<const StepPiece> pieces) {
   const bool ar = c.attn_res_block > 0;
   std::vector<int64_t> first;  // each piece's first row in the step, and the total
   int64_t T = 0;
+  const bool decode = std::all_of(pieces.begin(), pieces.end(),
+                                  [](const StepPiece& p) { return p.tokens.size() == 1; });
   for (const StepPiece& p : pieces) {
     first.push_back(T);
     T += (int64_t)p.tokens.size();
@@ -217,7 +219,7 @@ void Model::run_step(std::span<const StepPiece> pieces) {
       for (int64_t i = 0; i < T * hid; i++) ch.x[i] += ch.a[i];
     }
     each([&](int64_t o) { rmsnorm(&ch.x[o], w.post_norm, hid, c.rms_eps, &ch.h[o]); });
-    ffn(l, T, ch.h.data(), ch.a.data());
+    ffn(l, T, ch.h.data(), ch.a.data(), decode);
     float* target = ar ? ch.p.data() : ch.x.data();
     for (int64_t i = 0; i < T * hid; i++) target[i] += ch.a[i];
     if (ar) ch.x = ch.p;

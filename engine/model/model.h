@@ -107,16 +107,15 @@ class Model {
 
  private:
   struct Chunk;
-  // Steps shorter than this (decode tokens, one per conversation) predict the next layer's
-  // experts; a longer one reads its own in bulk and gains nothing from a guess.
-  static constexpr int64_t kLookaheadTokens = 16;
   void run_step(std::span<const StepPiece> pieces);
   void attention(int layer, Session& s, int64_t T, const float* h, float* out);
-  void ffn(int layer, int64_t T, const float* u, float* out);
+  // `predict`: the pass is decode tokens (one per piece), whose next layer's experts are worth
+  // prefetching on the router's guess; a prefill piece reads its own in bulk.
+  void ffn(int layer, int64_t T, const float* u, float* out, bool predict);
   void kda(int layer, Session& s, int64_t T, const float* u, float* out);
   void mla(int layer, Session& s, int64_t T, const float* u, float* out);
   void dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out);
-  void moe(int layer, int64_t T, const float* u, float* out);
+  void moe(int layer, int64_t T, const float* u, float* out, bool predict);
   std::vector<int> predict_next(int layer, int64_t T, const float* u);
 
   const Container& c_;

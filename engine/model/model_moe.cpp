@@ -92,7 +92,7 @@ void Model::dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out
   }
 }
 
-void Model::moe(int layer, int64_t T, const float* u, float* out) {
+void Model::moe(int layer, int64_t T, const float* u, float* out, bool predict) {
   const ModelConfig& c = config();
   const MoeWeights& w = w_.layers[layer].moe_w;
   const ExpertQuant& q = c_.manifest().quant;
@@ -113,7 +113,7 @@ void Model::moe(int layer, int64_t T, const float* u, float* out) {
     predicted_.clear();
   }
   // The next layer's likely experts, read behind this layer's own so they arrive while it computes.
-  std::vector<int> next = T < kLookaheadTokens ? predict_next(layer, T, u) : std::vector<int>{};
+  std::vector<int> next = predict ? predict_next(layer, T, u) : std::vector<int>{};
 
   // Who uses which expert: distinct ids ascending, each with its (token, slot) pairs.
   std::vector<int> distinct;
