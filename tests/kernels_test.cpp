@@ -217,7 +217,7 @@ TEST(ScalarReference, MatvecMatchesDoubleDot) {
 struct TestVq {
   int stages = 0, entries = 0;
   int64_t rows = 0, nv = 0;
-  std::vector<std::vector<float>> books;  // [stage] -> [8][entries]
+  std::vector<std::vector<float>> books;  // [stage] -> [entries][8]
   std::vector<const float*> book_ptrs;
   std::vector<uint8_t> logical;  // [row][v][stage]
   std::vector<uint8_t> idx;      // blocked per docs/FORMAT.md §4.4
@@ -258,44 +258,39 @@ TestVq make_vq(int stages, int entries, int64_t rows, int64_t nv, uint64_t seed)
   return q;
 }
 
-int64_t lut_size(const TestVq& q) {
-  return q.nv * q.stages * q.entries;
-}
-
-std::vector<float> build_lut(const Kernels& k, const TestVq& q, const float* x) {
-  std::vector<float> lut(lut_size(q), kSentinel);
-  k.vq_lut(q.view_books(), x, q.nv, lut.data());
-  return lut;
-}
-
-// lut entry (v, s, c) in double, and the sum of its |terms|.
-void lut_entry(const TestVq& q, const float* x, int64_t v, int s, int c, double* val, double* mag) {
-  *val = *mag = 0;
-  for (int d = 0; d < kVqDim; d++) {
-    double p = (double)x[v * kVqDim + d] * q.books[s][d * q.entries + c];
-    *val += p;
-    *mag += std::fabs(p);
-  }
-}
-
-Reference vq_reference(const TestVq& q, const std::vector<float>& lut) {
+// Row r's weight (v, d) as the books sum it, in double, and the row's product with x.
+Reference vq_reference(const TestVq& q, const float* x) {
   Reference ref{std::vector<double>(q.rows), std::vector<double>(q.rows)};
   for (int64_t r = 0; r < q.rows; r++) {
     double scale = f16_to_f32(q.scales[r]);
     for (int64_t v = 0; v < q.nv; v++)
-      for (int s = 0; s < q.stages; s++) {
-        double t = lut[(v * q.stages + s) * q.entries + q.index(r, v, s)];
-        ref.y[r] += scale * t;
-        ref.mag[r] += std::fabs(scale * t);
+      for (int d = 0; d < kVqDim; d++) {
+        double w = 0;
+        for (int s = 0; s < q.stages; s++) w += q.books[s][q.index(r, v, s) * kVqDim + d];
+        ref.y[r] += scale * w * x[v * kVqDim + d];
+        ref.mag[r] += std::fabs(scale * w * x[v * kVqDim + d]);
       }
   }
   return ref;
 }
 
-std::vector<float> run_vq_rows(const Kernels& k, const TestVq& q, const std::vector<float>& lut,
-                               int64_t r0, int64_t r1) {
+// kernels.h's definition of one output, written out from the logical indices.
+float vq_defined(const TestVq& q, const float* x, int64_t r) {
+  float a[kVqDim] = {};
+  for (int64_t v = 0; v < q.nv; v++)
+    for (int d = 0; d < kVqDim; d++) {
+      float w = q.books[0][q.index(r, v, 0) * kVqDim + d];
+      for (int s = 1; s < q.stages; s++) w += q.books[s][q.index(r, v, s) * kVqDim + d];
+      a[d] = std::fma(w, x[v * kVqDim + d], a[d]);
+    }
+  const float sum = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  return f16_to_f32(q.scales[r]) * sum;
+}
+
+std::vector<float> run_vq_rows(const Kernels& k, const TestVq& q, const float* x, int64_t r0,
+                               int64_t r1) {
   std::vector<float> y(q.rows, kSentinel);
-  k.vq_rows(lut.data(), q.stages, q.entries, q.view(), y.data(), r0, r1);
+  k.vq_rows(q.view_books(), x, 1, q.nv * kVqDim, q.view(), y.data(), q.rows, r0, r1);
   return y;
 }
 
@@ -306,8 +301,9 @@ std::string vq_shape(const TestVq& q, int64_t r0, int64_t r1) {
 }
 
 TEST(ScalarReference, VqIndexBlockingByHand) {
-  // 65 rows (two 64-row blocks), nv=2, 2 stages, 4 entries; the table is T[v][s][c] = 1000v +
-  // 100s + c, so each row's sum spells out the indices it read.
+  // 65 rows (two 64-row blocks), nv=2, 2 stages, 4 entries. Book s's code c is 100s + c in
+  // dimension 0 and 0 elsewhere, and x is 1 at dimension 0 of each position (1000 at v = 1), so
+  // each row's sum spells out the indices it read.
   TestVq q;
   q.stages = 2;
   q.entries = 4;
@@ -323,34 +319,18 @@ TEST(ScalarReference, VqIndexBlockingByHand) {
   EXPECT_EQ(q.idx[384], 2);
   q.scales.assign(65, 0x3C00);
   q.scales[64] = 0x4000;  // 2.0
-  std::vector<float> lut(2 * 2 * 4);
-  for (int v = 0; v < 2; v++)
-    for (int s = 0; s < 2; s++)
-      for (int c = 0; c < 4; c++) lut[(v * 2 + s) * 4 + c] = 1000.0f * v + 100.0f * s + c;
-  std::vector<float> y = run_vq_rows(scalar(), q, lut, 0, 65);
-  float zero_row = 0 + 100 + 1000 + 1100;  // every index 0
+  q.books.assign(2, std::vector<float>(4 * kVqDim, 0.0f));
+  for (int s = 0; s < 2; s++)
+    for (int c = 0; c < 4; c++) q.books[s][c * kVqDim] = 100.0f * s + c;
+  for (const auto& b : q.books) q.book_ptrs.push_back(b.data());
+  std::vector<float> x(2 * kVqDim, 0.0f);
+  x[0] = 1.0f;
+  x[kVqDim] = 1000.0f;
+  std::vector<float> y = run_vq_rows(scalar(), q, x.data(), 0, 65);
+  const float zero_row = 100 + 1000 * 100;  // every index 0
   EXPECT_EQ(y[0], zero_row);
-  EXPECT_EQ(y[1], 0 + 100 + (1000 + 3) + (1100 + 2));
-  EXPECT_EQ(y[64], 2.0f * (0 + (100 + 1) + (1000 + 2) + 1100));
-}
-
-TEST(ScalarReference, VqLutMatchesDouble) {
-  Rand g(2);
-  for (int stages = 1; stages <= 4; stages++)
-    for (int entries : {16, 20, 256}) {
-      TestVq q = make_vq(stages, entries, 1, 3, g());
-      std::vector<float> x = random_floats(g, q.nv * kVqDim);
-      std::vector<float> lut = build_lut(scalar(), q, x.data());
-      for (int64_t v = 0; v < q.nv; v++)
-        for (int s = 0; s < stages; s++)
-          for (int c = 0; c < entries; c++) {
-            double want, mag;
-            lut_entry(q, x.data(), v, s, c, &want, &mag);
-            ASSERT_LE(std::fabs(lut[(v * stages + s) * entries + c] - want),
-                      kRelTol * mag + kAbsTol)
-                << vq_shape(q, 0, 1) << " v=" << v << " s=" << s << " c=" << c;
-          }
-    }
+  EXPECT_EQ(y[1], 100 + 1000 * (3 + 102));
+  EXPECT_EQ(y[64], 2.0f * (101 + 1000 * (2 + 100)));
 }
 
 TEST(ScalarReference, VqRowsMatchDouble) {
@@ -359,9 +339,8 @@ TEST(ScalarReference, VqRowsMatchDouble) {
     for (int64_t rows : {1, 65, 130}) {
       TestVq q = make_vq(stages, 64, rows, 7, g());
       std::vector<float> x = random_floats(g, q.nv * kVqDim);
-      std::vector<float> lut = build_lut(scalar(), q, x.data());
-      Reference ref = vq_reference(q, lut);
-      std::vector<float> y = run_vq_rows(scalar(), q, lut, 0, rows);
+      Reference ref = vq_reference(q, x.data());
+      std::vector<float> y = run_vq_rows(scalar(), q, x.data(), 0, rows);
       expect_rows(y, ref.y, ref.mag, 0, rows, vq_shape(q, 0, rows));
     }
 }
@@ -456,51 +435,6 @@ TEST_P(IsaTest, MatmulIsBitIdenticalToMatvec) {
         }
 }
 
-TEST_P(SimdTest, VqLutMatchesScalar) {
-  Rand g(12);
-  for (int stages = 1; stages <= 4; stages++)
-    for (int entries : {16, 20, 64, 100, 256})
-      for (int64_t nv : {1, 3, 33}) {
-        TestVq q = make_vq(stages, entries, 1, nv, g());
-        std::vector<float> x = random_floats(g, nv * kVqDim);
-        std::vector<float> want = build_lut(scalar(), q, x.data());
-        std::vector<float> got = build_lut(k(), q, x.data());
-        for (int64_t v = 0; v < nv; v++)
-          for (int s = 0; s < stages; s++)
-            for (int c = 0; c < entries; c++) {
-              int64_t i = (v * stages + s) * entries + c;
-              double unused, mag;
-              lut_entry(q, x.data(), v, s, c, &unused, &mag);
-              ASSERT_LE(std::fabs(got[i] - want[i]), kRelTol * mag + kAbsTol)
-                  << vq_shape(q, 0, 1) << " v=" << v << " s=" << s << " c=" << c;
-            }
-      }
-}
-
-TEST_P(SimdTest, VqRowsMatchScalar) {
-  Rand g(13);
-  for (int stages = 1; stages <= 4; stages++)
-    for (int entries : {16, 64, 256})
-      for (int64_t nv : {1, 2, 5, 300})
-        for (int64_t rows : {1, 7, 63, 64, 65, 150}) {
-          TestVq q = make_vq(stages, entries, rows, nv, g());
-          std::vector<float> x = random_floats(g, nv * kVqDim);
-          std::vector<float> lut = build_lut(scalar(), q, x.data());
-          Reference ref = vq_reference(q, lut);
-          std::vector<std::pair<int64_t, int64_t>> ranges = {{0, rows}, {0, rows - 1}};
-          if (rows > 64) ranges.push_back({64, rows});
-          if (rows > 70) ranges.push_back({64, 70});
-          for (auto [a, b] : ranges) {
-            std::vector<float> want = run_vq_rows(scalar(), q, lut, a, b);
-            std::vector<float> got = run_vq_rows(k(), q, lut, a, b);
-            std::vector<double> wanted(want.begin(), want.end());
-            expect_rows(got, wanted, ref.mag, a, b, vq_shape(q, a, b));
-          }
-        }
-}
-
-// Many tokens at once give each token's own table-path bits, whatever the number of tokens, the
-// strides or the row range; rows outside the range and other tokens' places are left alone.
 // The attention kernels follow kernels.h's orders exactly, written out here independently: 16
 // lanes of fmas then the lanes pairwise for a score, positions ascending for a weighted sum.
 TEST_P(IsaTest, AttentionDotsAndSumsFollowTheirDefinedOrder) {
@@ -571,42 +505,45 @@ TEST_P(IsaTest, DeltaRuleFollowsItsDefinedOrder) {
   }
 }
 
-TEST_P(IsaTest, VqRowsTokensAreTheTablePathBitForBit) {
+// The expert rows follow kernels.h's definition exactly (vq_defined), for any number of tokens
+// (both of the SIMD kernels' ways: summed in place, and a panel), strides and row ranges,
+// every stage count and the tiles' edges; rows outside the range and other tokens' places are
+// left alone.
+TEST_P(IsaTest, VqRowsFollowTheirDefinedOrder) {
   Rand g(29);
-  for (int stages = 1; stages <= 4; stages++)
+  for (int stages = 1; stages <= 5; stages++)
     for (int entries : {16, 256})
       for (int64_t nv : {1, 5, 40})
-        for (int64_t rows : {1, 7, 65, 150, 400}) {  // both ways: in place, and tables
+        for (int64_t rows : {1, 7, 65, 150}) {
           TestVq q = make_vq(stages, entries, rows, nv, g());
           const int64_t width = nv * kVqDim, x_stride = width + 3, y_stride = rows + 2;
           const int64_t n = 1 + (int64_t)below(g, 40);
           std::vector<float> x = random_floats(g, n * x_stride);
           std::vector<std::pair<int64_t, int64_t>> ranges = {{0, rows}};
           if (rows > 5) ranges.push_back({3, rows - 1});
-          for (auto [a, b] : ranges) {
-            std::vector<float> y(n * y_stride, kSentinel);
-            k().vq_rows_tokens(q.view_books(), x.data(), n, x_stride, q.view(), y.data(), y_stride,
-                               a, b);
-            for (int64_t t = 0; t < n; t++) {
-              std::vector<float> lut = build_lut(k(), q, x.data() + t * x_stride);
-              std::vector<float> want = run_vq_rows(k(), q, lut, 0, rows);
-              for (int64_t r = 0; r < y_stride; r++) {
-                float got = y[t * y_stride + r];
-                if (r < a || r >= b) {
-                  ASSERT_EQ(got, kSentinel) << vq_shape(q, a, b) << " token " << t << " row " << r;
-                  continue;
+          for (auto [a, b] : ranges)
+            for (int64_t tokens : {(int64_t)1, n}) {
+              std::vector<float> y(tokens * y_stride, kSentinel);
+              k().vq_rows(q.view_books(), x.data(), tokens, x_stride, q.view(), y.data(),
+                          y_stride, a, b);
+              for (int64_t t = 0; t < tokens; t++)
+                for (int64_t r = 0; r < y_stride; r++) {
+                  float got = y[t * y_stride + r];
+                  if (r < a || r >= b) {
+                    ASSERT_EQ(got, kSentinel) << vq_shape(q, a, b) << " token " << t << " row " << r;
+                    continue;
+                  }
+                  float want = vq_defined(q, x.data() + t * x_stride, r);
+                  ASSERT_TRUE(same_bits(got, want))
+                      << vq_shape(q, a, b) << " n=" << tokens << " token " << t << " row " << r
+                      << ": " << got << " vs " << want;
                 }
-                ASSERT_TRUE(same_bits(got, want[r]))
-                    << vq_shape(q, a, b) << " n=" << n << " token " << t << " row " << r << ": "
-                    << got << " vs " << want[r];
-              }
             }
-          }
         }
 }
 
 // Each of the 65536 f16 patterns as a trunk scale (one code 1 times input 1) and as a VQ row
-// scale (a table of ones): every table must reproduce f16_to_f32 exactly.
+// scale (a code of one times an input of one): every table must reproduce f16_to_f32 exactly.
 TEST_P(IsaTest, ScaleDecodeIsExactForEveryF16) {
   const int64_t n = 65536;
   std::vector<uint16_t> scales(n);
@@ -623,9 +560,12 @@ TEST_P(IsaTest, ScaleDecodeIsExactForEveryF16) {
       ASSERT_EQ(y[r], f16_to_f32((uint16_t)r)) << format_name(fmt) << " scale 0x" << std::hex << r;
   }
   std::vector<uint8_t> idx(n, 0);
-  std::vector<float> lut(16, 1.0f);
+  std::vector<float> book(16 * kVqDim, 0.0f), x(kVqDim, 0.0f);
+  book[0] = x[0] = 1.0f;  // code 0 times x is exactly 1
+  const float* stage = book.data();
   std::vector<float> y(n);
-  k().vq_rows(lut.data(), 1, 16, VqMatrix{n, 1, idx.data(), scales.data()}, y.data(), 0, n);
+  k().vq_rows(VqBooks{&stage, 1, 16}, x.data(), 1, kVqDim, VqMatrix{n, 1, idx.data(), scales.data()},
+              y.data(), n, 0, n);
   for (int64_t r = 0; r < n; r++)
     ASSERT_EQ(y[r], f16_to_f32((uint16_t)r)) << "vq scale 0x" << std::hex << r;
 }

@@ -144,9 +144,11 @@ TEST(Budget, TheFloorCountsEveryThreadsAttentionScores) {
   ASSERT_GT(cfg.kv_lora, 0) << "the tiny K3 has MLA layers";
   const uint64_t scores_per_position =
       (uint64_t)std::min<int64_t>(kHeadsPerUnit, cfg.n_heads) * kQueriesPerUnit * sizeof(float);
-  // One thread's own buffers at 8192 positions: KDA's decays, W_kb(h) and the scores.
+  // One thread's own buffers at 8192 positions: KDA's decays, W_kb(h), the expert kernel's
+  // panel (8 rows of the widest expert input) and the scores.
+  const uint64_t panel = 8 * (uint64_t)std::max<int64_t>(cfg.expert_in(), cfg.moe_inter);
   const uint64_t per_thread =
-      ((uint64_t)cfg.kda_dim + (uint64_t)cfg.qk_nope * cfg.kv_lora) * sizeof(float) +
+      ((uint64_t)cfg.kda_dim + (uint64_t)cfg.qk_nope * cfg.kv_lora + panel) * sizeof(float) +
       8192 * scores_per_position;
   const MemoryPlan one = plan_memory(c->manifest(), 8192, 1);
   const MemoryPlan four = plan_memory(c->manifest(), 8192, 4);

@@ -67,7 +67,7 @@ void decode_vq_matrix(const Container& c, const VqMatrix& m, int64_t base, int k
           m.idx + (((r / kVqRowBlock) * m.nv + v) * kVqRowBlock + r % kVqRowBlock) * b.stages;
       for (int d = 0; d < kVqDim; d++) {
         float acc = 0;
-        for (int st = 0; st < b.stages; st++) acc += b.stage[st][d * b.entries + run[st]];
+        for (int st = 0; st < b.stages; st++) acc += b.stage[st][run[st] * kVqDim + d];
         out[r * m.nv * kVqDim + v * kVqDim + d] = s * acc;
       }
     }

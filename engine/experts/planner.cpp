@@ -31,31 +31,28 @@ uint64_t window_token_bytes(const ModelConfig& c) {
   return floats * 4;
 }
 
-// A 64-token window, the intermediates of one piece (MLA's included), one token's tables
-// (decode) and the logits.
-uint64_t scratch_bytes(const ModelConfig& c, const ExpertQuant& q) {
+// A 64-token window, the intermediates of one piece (MLA's included) and the logits.
+uint64_t scratch_bytes(const ModelConfig& c) {
   int64_t widest = std::max({(int64_t)c.hidden, (int64_t)c.dense_inter, (int64_t)c.shared_inter(),
                              (int64_t)c.kda_channels() * 3,
                              (int64_t)c.n_heads * (c.qk_nope + c.qk_rope + c.v_head)});
   uint64_t chunk = (uint64_t)kMinWindowTokens * window_token_bytes(c) +
                    (uint64_t)kPieceTokens * (uint64_t)(2 * widest) * 4;
-  uint64_t luts = 0;
-  if (c.n_experts > 0)
-    luts = (uint64_t)(c.expert_in() + c.moe_inter) / 8 * (uint64_t)(q.stages * q.entries) * 4 *
-           (uint64_t)(c.top_k + 2);
   // MLA's piece: queries, latent-space queries, attended latents, W_kb|W_vb outputs, gate, o.
   uint64_t mla = 0;
   if (c.kv_lora > 0)
     mla = (uint64_t)kPieceTokens * c.n_heads *
           (uint64_t)(2 * (c.qk_nope + c.qk_rope) + 2 * c.kv_lora + 3 * c.v_head) * 4;
-  return chunk + mla + luts + (uint64_t)c.vocab * 4 * 2 + (16u << 20);
+  return chunk + mla + (uint64_t)c.vocab * 4 * 2 + (16u << 20);
 }
 
 // What one compute thread allocates for itself: MLA's dequantized W_kb(h) ([nope][kv_lora]) and
 // the scores of one unit of heads and queries against the whole context; KDA's decays
-// ([kda_dim]).
+// ([kda_dim]); the expert kernel's panel of summed weights (at most 8 rows of the widest
+// expert input, kernels_body.h).
 uint64_t thread_bytes(const ModelConfig& c, int64_t ctx) {
   uint64_t floats = (uint64_t)c.kda_dim;
+  if (c.n_experts > 0) floats += 8 * (uint64_t)std::max<int64_t>(c.expert_in(), c.moe_inter);
   if (c.kv_lora > 0)
     floats +=
         (uint64_t)c.qk_nope * (uint64_t)c.kv_lora +
@@ -81,7 +78,7 @@ MemoryPlan plan_memory(const Manifest& m, int64_t ctx, int threads) {
   }
   for (auto& [layer, b] : m.banks) p.record_bytes = std::max(p.record_bytes, b.stride());
   p.state_bytes = state_bytes(c, ctx);
-  p.scratch_bytes = scratch_bytes(c, m.quant) + (uint64_t)threads * thread_bytes(c, ctx);
+  p.scratch_bytes = scratch_bytes(c) + (uint64_t)threads * thread_bytes(c, ctx);
   p.window_token_bytes = window_token_bytes(c);
   p.min_cache_bytes = p.record_bytes * (uint64_t)c.top_k * 2;
   p.working_set_bytes = p.record_bytes * (uint64_t)c.top_k * m.banks.size();

@@ -205,23 +205,22 @@ void Container::load_codebooks() {
   n_codebooks_ = (int)(raw.size() / rec);
   // Headers are unreliable in real containers (docs/FORMAT.md §5): position is the id.
   size_t per = (size_t)q.entries * q.vec_dim;
-  codebooks_t_.assign((size_t)n_codebooks_ * per, 0.0f);
+  codebooks_.assign((size_t)n_codebooks_ * per, 0.0f);
   for (int b = 0; b < n_codebooks_; b++) {
     const char* body = raw.data() + b * rec + kCodebookHeaderBytes;
-    float* dst = codebooks_t_.data() + b * per;
-    for (int c = 0; c < q.entries; c++)
-      for (int d = 0; d < q.vec_dim; d++) {
-        uint16_t h;
-        std::memcpy(&h, body + 2 * (c * q.vec_dim + d), 2);
-        dst[d * q.entries + c] = f16_to_f32_flush(h);
-      }
+    float* dst = codebooks_.data() + b * per;
+    for (size_t i = 0; i < per; i++) {
+      uint16_t h;
+      std::memcpy(&h, body + 2 * i, 2);
+      dst[i] = f16_to_f32_flush(h);
+    }
   }
   for (auto& [layer, b] : manifest_.banks)
     if (b.codebook_base + 3 * q.stages > n_codebooks_)
       fail("{}: layer {} needs codebooks {}..{} but the file holds {}", p.string(), layer,
            b.codebook_base, b.codebook_base + 3 * q.stages - 1, n_codebooks_);
   book_ptrs_.resize(n_codebooks_);
-  for (int b = 0; b < n_codebooks_; b++) book_ptrs_[b] = codebooks_t_.data() + b * per;
+  for (int b = 0; b < n_codebooks_; b++) book_ptrs_[b] = codebooks_.data() + b * per;
 }
 
 VqBooks Container::books(int64_t base, int kind) const {

@@ -43,7 +43,7 @@ class Container {
   // Row `token` of the embedding, as f32 (read from disk when the table is not resident).
   void embedding_row(int64_t token, float* out) const;
 
-  // The codebooks are f32, subnormals flushed, each transposed to [vec_dim][entries].
+  // The codebooks are f32, subnormals flushed, entry-major as in the file ([entries][vec_dim]).
   int n_codebooks() const { return n_codebooks_; }
   VqBooks books(int64_t base, int kind) const;  // kind: 0 gate, 1 up, 2 down
 
@@ -80,7 +80,7 @@ class Container {
   const TrunkEntry* embed_on_disk_ = nullptr;
   int embed_fd_ = -1;
   int n_codebooks_ = 0;
-  std::vector<float> codebooks_t_;
+  std::vector<float> codebooks_;
   std::vector<const float*> book_ptrs_;
   std::map<int, std::unique_ptr<ExpertBank>> banks_;
   std::vector<SpecialToken> specials_;

@@ -23,26 +23,26 @@ namespace {
 // coded VQ3R (3 stages of 256 entries). Attention: MLA's absorbed scores and weighted sums over
 // `positions` cached latents (kv_lora + rope = 576 floats per position, 512 of them values), and
 // one KDA delta-rule step per head. A prefill window: the trunk product for that many tokens in
-// one call.
+// one call, and an expert applied to its share of them (window · top_k / n_experts tokens).
 struct Shapes {
   const char* name;
   int64_t trunk_rows, trunk_cols, window;
-  int64_t expert_rows, expert_in;
+  int64_t expert_rows, expert_in, expert_tokens;
   int64_t mla_heads, kda_heads, positions;
 };
 
 constexpr Shapes kModels[] = {
-    {"kimi-linear", 4096, 2304, 360, 1024, 2304, 32, 32, 4096},
-    {"k3", 12288, 7168, 360, 3072, 3584, 96, 96, 4096},
+    {"kimi-linear", 4096, 2304, 360, 1024, 2304, 11, 32, 32, 4096},  // 360 · 8 / 256
+    {"k3", 12288, 7168, 360, 3072, 3584, 6, 96, 96, 4096},            // 360 · 16 / 896
 };
 // --quick's: every kernel's code paths (more than one row block, several quantization groups and
 // positions, a window that is no multiple of matmul's tiles) at a size that runs in a moment even
 // under a sanitizer or an emulator.
-constexpr Shapes kQuick = {"quick", 256, 512, 41, 128, 512, 4, 4, 256};
+constexpr Shapes kQuick = {"quick", 256, 512, 41, 128, 512, 7, 4, 4, 256};
 
 constexpr int kStages = 3, kEntries = 256;
 constexpr int64_t kLatent = 576, kValues = 512, kKdaDim = 128;
-constexpr int64_t kTokens = 16;  // matmul's and vq_rows_tokens' (a prefill piece)
+constexpr int64_t kTokens = 16;  // matmul's (a prefill piece)
 
 // One measured kernel at one shape: `run(k, b, e)` does the part [b, e) of one call's `work`
 // items; the pool splits them in multiples of `grain`.
@@ -158,11 +158,10 @@ void trunk_cases(const Shapes& s, TensorFormat fmt, Rng& rng,
   }
 }
 
-// A routed expert's gate matrix: its tables (vq_lut, positions split), its rows from the tables
-// (vq_rows) and both for kTokens at once (vq_rows_tokens), rows split.
+// A routed expert's gate matrix for one token (decode) and for its share of a prefill window,
+// rows split. Its operations are counted as the dense product's (two per weight and token).
 void expert_cases(const Shapes& s, Rng& rng, const std::function<void(const Case&)>& measure) {
   const int64_t rows = s.expert_rows, nv = s.expert_in / kVqDim;
-  const int64_t book = (int64_t)kStages * kEntries;
   std::vector<std::vector<float>> stage_data;
   std::vector<const float*> stage_ptrs;
   for (int st = 0; st < kStages; st++) {
@@ -175,43 +174,21 @@ void expert_cases(const Shapes& s, Rng& rng, const std::function<void(const Case
   const std::vector<uint16_t> scales = random_scales(rng, rows);
   const VqMatrix m{rows, nv, idx.data(), scales.data()};
   const double index_bytes = (double)idx.size() + 2.0 * rows;
-  const std::vector<float> x = random_floats(rng, kTokens * nv * kVqDim, -1, 1);
-  std::vector<float> lut(nv * book), y(kTokens * rows);
-  kernels_for(Isa::kScalar).vq_lut(books, x.data(), nv, lut.data());
-
-  Case l{"vq_lut", "", fmt::format("{} positions x {}x{}", nv, kStages, kEntries), "position"};
-  l.units = (double)nv;
-  l.flops = 2.0 * kVqDim * book * nv;
-  l.work = nv;
-  l.grain = 8;
-  std::vector<float> lut_out(lut.size());
-  l.run = [&](const Kernels& k, int64_t b, int64_t e) {
-    k.vq_lut(books, x.data() + b * kVqDim, e - b, lut_out.data() + b * book);
-  };
-  measure(l);
-
-  const std::string shape = fmt::format("{} rows x {} positions", rows, nv);
-  Case r{"vq_rows", "", shape, "row"};
-  r.units = (double)rows;
-  r.bytes = index_bytes;
-  r.flops = (double)rows * nv * kStages;
-  r.work = rows;
-  r.grain = kVqRowBlock;
-  r.run = [&](const Kernels& k, int64_t b, int64_t e) {
-    k.vq_rows(lut.data(), kStages, kEntries, m, y.data(), b, e);
-  };
-  measure(r);
-
-  Case t{"vq_rows_tokens", "", fmt::format("{} x {} tokens", shape, kTokens), "row-token"};
-  t.units = (double)rows * kTokens;
-  t.bytes = index_bytes;
-  t.flops = kTokens * (2.0 * kVqDim * book * nv + (double)rows * nv * kStages);
-  t.work = rows;
-  t.grain = kVqRowBlock;
-  t.run = [&](const Kernels& k, int64_t b, int64_t e) {
-    k.vq_rows_tokens(books, x.data(), kTokens, nv * kVqDim, m, y.data(), rows, b, e);
-  };
-  measure(t);
+  const std::vector<float> x = random_floats(rng, s.expert_tokens * nv * kVqDim, -1, 1);
+  std::vector<float> y(s.expert_tokens * rows);
+  const std::string shape = fmt::format("{}x{} {}x{}", rows, nv * kVqDim, kStages, kEntries);
+  for (int64_t tokens : {(int64_t)1, s.expert_tokens}) {
+    Case c{"vq_rows", "", fmt::format("{} x {} tokens", shape, tokens), "row-token"};
+    c.units = (double)rows * tokens;
+    c.bytes = index_bytes;
+    c.flops = 2.0 * rows * nv * kVqDim * tokens;
+    c.work = rows;
+    c.grain = kVqRowBlock;
+    c.run = [&, tokens](const Kernels& k, int64_t b, int64_t e) {
+      k.vq_rows(books, x.data(), tokens, nv * kVqDim, m, y.data(), rows, b, e);
+    };
+    measure(c);
+  }
 }
 
 // MLA's scores and weighted sums, heads split; KDA's delta rule, heads split.

@@ -27,13 +27,13 @@ struct KernelBenchOptions {
 
 // One kernel at one shape, instruction set and thread count. Per call: the work in `unit`s, the
 // bytes of weights, indices, keys or state it streams, and its floating-point operations (a
-// multiply-add counts two; vq_rows_tokens counts vq_lut's and vq_rows' for each token).
+// multiply-add counts two; vq_rows counts the dense product's, two per weight and token).
 struct KernelTiming {
-  std::string kernel;  // the table's field: "matvec", "matmul", "vq_lut", ...
+  std::string kernel;  // the table's field: "matvec", "matmul", "vq_rows", ...
   std::string format;  // matvec and matmul: the trunk format ("F32", "Q8G", "Q4G"); else empty
   std::string model;
   std::string shape;  // readable, e.g. "12288x7168 x 16 tokens"
-  std::string unit;   // what units counts: "row", "row-token", "position", "key", "head"
+  std::string unit;   // what units counts: "row", "row-token", "key", "head"
   Isa isa = Isa::kScalar;
   int threads = 1;
   double seconds = 0;  // one call, the best timing

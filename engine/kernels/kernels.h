@@ -1,5 +1,5 @@
-// The numeric kernels: trunk matrix products and the VQ lookup-table expert rows (docs/FORMAT.md
-// §8). Every kernel exists as a scalar reference and as SIMD variants for each CPU family (x86_64:
+// The numeric kernels: trunk matrix products and the VQ expert rows (docs/FORMAT.md §8). Every
+// kernel exists as a scalar reference and as SIMD variants for each CPU family (x86_64:
 // AVX2, AVX-512; arm64: NEON); one table is chosen at run time from what the CPU reports. Kernels
 // are single-threaded over a row range: callers split rows across threads, so results never depend
 // on the thread count.
@@ -43,9 +43,9 @@ bool cpu_supports(Isa isa, const CpuFeatures& cpu);
 Isa choose_isa(const char* requested, const CpuFeatures& cpu);
 
 // VQ codebooks for one (layer, matrix kind): `stages` books of `entries` codes of 8 floats,
-// each stored transposed as [8][entries] (dimension-major) for the table build.
+// each entry-major ([entries][8]: code c's eight components are contiguous).
 struct VqBooks {
-  const float* const* stage = nullptr;  // stage[s] -> 8 * entries floats
+  const float* const* stage = nullptr;  // stage[s] -> entries * 8 floats
   int stages = 0;
   int entries = 0;
 };
@@ -75,22 +75,18 @@ struct Kernels {
   void (*matmul)(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
                  int64_t y_stride, int64_t r0, int64_t r1);
 
-  // lut[(v*stages + s)*entries + c] = sum_{d<8} x[8v+d] * book_s[c][d], d ascending,
-  // for v < nv. x has nv*8 values.
-  void (*vq_lut)(const VqBooks& books, const float* x, int64_t nv, float* lut);
-
-  // y[r] = f16(scale[r]) * sum_v (T[v][0][i0] + ... + T[v][S-1][iS-1]) for r in [r0, r1);
-  // r0 is a multiple of 64. Stage sum left to right, positions in ascending order.
-  void (*vq_rows)(const float* lut, int stages, int entries, const VqMatrix& m, float* y,
-                  int64_t r0, int64_t r1);
-
-  // vq_lut then vq_rows for n tokens at once, without the tables: for t < n,
-  // y[t*y_stride + r] is what vq_lut on x + t*x_stride and vq_rows give, bit for bit with the
-  // same Isa, for r in [r0, r1) (any r0). Each output's operations are that token's alone, in
-  // the same order, so a result never depends on n or on which tokens share the call: an
-  // expert applied to a whole prefill window gives decode's bits.
-  void (*vq_rows_tokens)(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
-                         const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1);
+  // A VQ-coded expert matrix applied to n tokens (docs/FORMAT.md §8.2): for t < n and r in
+  // [r0, r1) (any r0), y[t*y_stride + r] = f16(scale[r]) * reduce8(a), where eight lanes
+  // a[d] (d < 8) start at 0 and, for v = 0 .. nv-1 in order,
+  //   w[d] = book_0[i_0][d] + book_1[i_1][d] + ... + book_{S-1}[i_{S-1}][d]  (left to right)
+  //   a[d] = fma(w[d], x_t[8v + d], a[d])
+  // with i_s the row's stage-s index at position v, and
+  //   reduce8(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+  // Every Isa gives the same bits, and each output's operations are its token's and row's
+  // alone, so a result never depends on n, on which tokens share the call or on the row range:
+  // an expert applied to a whole prefill window gives decode's bits.
+  void (*vq_rows)(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                  const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1);
 
   // Attention scores: out[s] = scale * (q . keys[s * stride]) over len floats, for s < n. Each
   // dot runs in 16 lanes (lane l = fma(q[j], k[j], lane l) for j % 16 == l, j ascending), then

@@ -96,41 +96,6 @@ struct Avx2 {
       f[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
     }
   }
-
-  // Shuffle controls pick stage s's index of 8 rows into 32-bit lanes, and the table entries
-  // are gathered. The 8 rows' runs (8*S bytes) are loaded as two 16-byte halves at 0 and
-  // 8*S-16, so no byte past them is read.
-  template <int S>
-  struct Stages {
-    __m256i pick[S];
-    Stages() {
-      for (int s = 0; s < S; s++) {
-        alignas(32) int8_t m[32];
-        for (int i = 0; i < 32; i++) m[i] = -128;
-        for (int k = 0; k < kLanes; k++) {
-          int lane = k / 4, base = lane ? 8 * S - 16 : 0;
-          m[16 * lane + 4 * (k % 4)] = (int8_t)(k * S + s - base);
-        }
-        pick[s] = _mm256_load_si256((const __m256i*)m);
-      }
-    }
-    static __m256i load_runs(const uint8_t* p) {
-      if constexpr (S == 1) return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
-      __m128i lo = _mm_loadu_si128((const __m128i*)p);
-      __m128i hi = _mm_loadu_si128((const __m128i*)(p + 8 * S - 16));
-      return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    }
-    F sum(const float* t, int entries, const uint8_t* p) const {
-      __m256i runs = load_runs(p);
-      __m256i i0 = S == 1 ? runs : _mm256_shuffle_epi8(runs, pick[0]);
-      F sum = _mm256_i32gather_ps(t, i0, 4);
-#pragma GCC unroll 4
-      for (int s = 1; s < S; s++)
-        sum = _mm256_add_ps(
-            sum, _mm256_i32gather_ps(t + s * entries, _mm256_shuffle_epi8(runs, pick[s]), 4));
-      return sum;
-    }
-  };
 };
 
 }  // namespace

@@ -87,6 +87,12 @@ struct Avx512 {
     }
   }
 
+  // A VQ tile's weight vectors hold two rows' 8 weights; each token's 8 inputs meet both.
+  static F join8(const float* a, const float* b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+  }
+  static F dup8(const float* p) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(p)); }
+
   // Q8G, 64 bytes (64 inputs, in order) per step: sign-extending loads and a conversion.
   static constexpr int kQ8StepBytes = 64, kQ8Vecs = 4;
   static void q8(const uint8_t* p, F* f) {
@@ -96,47 +102,6 @@ struct Avx512 {
       f[i] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
     }
   }
-
-  // Shuffle controls pick stage s's index of 16 rows into 32-bit lanes, and the table entries
-  // are gathered. The runs of rows 4L..4L+3 go to 128-bit lane L, loaded from min(4LS, 16S-16)
-  // so no byte past the 16 rows' runs (16*S bytes) is read.
-  template <int S>
-  struct Stages {
-    static int lane_base(int lane) {
-      int b = 4 * lane * S;
-      return b < 16 * S - 16 ? b : 16 * S - 16;
-    }
-    __m512i pick[S];
-    Stages() {
-      for (int s = 0; s < S; s++) {
-        alignas(64) int8_t m[64];
-        for (int i = 0; i < 64; i++) m[i] = -128;
-        for (int k = 0; k < kLanes; k++) {
-          int lane = k / 4;
-          m[16 * lane + 4 * (k % 4)] = (int8_t)(k * S + s - lane_base(lane));
-        }
-        pick[s] = _mm512_load_si512(m);
-      }
-    }
-    static __m512i load_runs(const uint8_t* p) {
-      if constexpr (S == 1) return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
-      if constexpr (S == 4) return _mm512_loadu_si512(p);
-      __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)(p + lane_base(0))));
-      z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i*)(p + lane_base(1))), 1);
-      z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i*)(p + lane_base(2))), 2);
-      return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i*)(p + lane_base(3))), 3);
-    }
-    F sum(const float* t, int entries, const uint8_t* p) const {
-      __m512i runs = load_runs(p);
-      __m512i i0 = S == 1 ? runs : _mm512_shuffle_epi8(runs, pick[0]);
-      F sum = _mm512_i32gather_ps(i0, t, 4);
-#pragma GCC unroll 4
-      for (int s = 1; s < S; s++)
-        sum = _mm512_add_ps(
-            sum, _mm512_i32gather_ps(_mm512_shuffle_epi8(runs, pick[s]), t + s * entries, 4));
-      return sum;
-    }
-  };
 };
 
 }  // namespace

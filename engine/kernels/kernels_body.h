@@ -2,7 +2,7 @@
 // instruction set's file (kernels_avx2.cpp, kernels_avx512.cpp, kernels_neon.cpp), which defines
 // V and includes this header. V supplies the lane width, float arithmetic and the few steps whose
 // best form differs per instruction set: exact f16 decode, turning Q4G/Q8G code bytes into
-// floats, and gathering a VQ table's entries for consecutive rows. Everything else, including
+// floats, and spreading a VQ weight vector's 8 floats over 16 lanes. Everything else, including
 // every reduction order the contracts in kernels.h fix, is here.
 //
 // Everything is in an anonymous namespace on purpose: each including file compiles its own copy
@@ -20,8 +20,8 @@
 //   q4: kQ4StepBytes of Q4G codes -> kQ4Vecs vectors; lane p of vector i holds input
 //     q4_input(i, p) of the step, as the float code - 8,
 //   q8: kQ8StepBytes of Q8G codes -> kQ8Vecs vectors in input order,
-//   Stages<S>: sum(table, entries, runs) gives, for kLanes consecutive rows whose S stage
-//     indices lie at runs[row * S + s], table[idx_0] + table[entries + idx_1] + ... left to right,
+//   join8(a, b) (16 lanes only): 8 floats from a, then 8 from b; dup8(p) (16 lanes only): the 8
+//     floats at p twice,
 //   kDeltaVecs: vectors per column span in delta_rule (registers permitting),
 //   kRegisters: the vector registers the compiler can allocate (sizes F32 matmul's tiles),
 //   pin(v): v stays in a register (where an instruction set's multiply-add can take a memory
@@ -516,215 +516,155 @@ struct Body {
     }
   }
 
-  // --- VQ tables: per (position, stage) one multiply-add per dimension over all codes at once.
+  // --- VQ rows (kernels.h). A tile is kVqTileVecs weight vectors per position: kVqTileRows
+  // rows of 8 weights, each vector holding kLanes of them (two rows on 16 lanes, half a row on
+  // 4). A token's 8 inputs at a position meet every vector of the tile with one multiply-add,
+  // so each lane is one of kernels.h's a[d]. Up to kVqTokens tokens, a tile's weights are summed
+  // from the books as the positions go by; more tokens read them from a panel built once.
 
-  static F lut_entries(const F* xd, const float* b, int64_t e) {
-    F t = V::mul(xd[0], V::loadu(b));
-#pragma GCC unroll 8
-    for (int d = 1; d < kVqDim; d++) t = V::fma(xd[d], V::loadu(b + d * e), t);
-    return t;
+  static constexpr int kVqTileVecs = V::kRegisters >= 32 ? 4 : 3;
+  static constexpr int kVqTileRows = kVqTileVecs * kLanes / kVqDim;
+  // Accumulators for kVqTokens tokens, the tile's weights and the inputs fill the registers.
+  static constexpr int kVqTokens = kLanes == 4 ? 5 : V::kRegisters >= 32 ? 6 : 4;
+  static_assert(kVqTileRows * kVqDim == kVqTileVecs * kLanes);
+
+  // Vector j of the tile's weights at position v, where rows[p] is row p's index run at v = 0
+  // and consecutive positions are kVqRowBlock runs apart: stage vectors summed left to right.
+  template <int S>
+  static F tile_weights(const VqBooks& books, const uint8_t* const* rows, int64_t v, int j) {
+    const int64_t at = v * kVqRowBlock * S;
+    F w[S];
+#pragma GCC unroll 4
+    for (int s = 0; s < S; s++) {
+      const float* book = books.stage[s];
+      if constexpr (kLanes == 4) {
+        w[s] = V::loadu(book + rows[j / 2][at + s] * kVqDim + 4 * (j % 2));
+      } else if constexpr (kLanes == 8) {
+        w[s] = V::loadu(book + rows[j][at + s] * kVqDim);
+      } else {
+        w[s] = V::join8(book + rows[2 * j][at + s] * kVqDim,
+                        book + rows[2 * j + 1][at + s] * kVqDim);
+      }
+    }
+    F sum = w[0];
+#pragma GCC unroll 4
+    for (int s = 1; s < S; s++) sum = V::add(sum, w[s]);
+    return sum;
   }
 
-  static void vq_lut(const VqBooks& books, const float* x, int64_t nv, float* lut) {
-    const int64_t e = books.entries;
+  // Lanes of x_t[8v..8v+8) matching vector j's weights.
+  static F tile_inputs(const float* x8, int j) {
+    if constexpr (kLanes == 4) return V::loadu(x8 + 4 * (j % 2));
+    if constexpr (kLanes == 8) return V::loadu(x8);
+    if constexpr (kLanes == 16) return V::dup8(x8);
+  }
+
+  // NT tokens through one tile: weights from `panel` ([v][kVqTileVecs][kLanes]) or, without
+  // kPanel, from the books; `rows` (row p's index run) and `scales` start at the tile's first row,
+  // of which `live` are in the caller's range.
+  template <int S, int NT, bool kPanel>
+  static void vq_tile(const VqBooks& books, const uint8_t* const* rows, const float* panel,
+                      int64_t nv, const float* x, int64_t x_stride, const uint16_t* scales,
+                      int live, float* y, int64_t y_stride) {
+    constexpr int J = kVqTileVecs;
+    // Every loop over the tile is unrolled: an accumulator indexed at run time would live in
+    // memory, stored on every position.
+    F acc[J][NT];
+#pragma GCC unroll 4
+    for (int j = 0; j < J; j++)
+#pragma GCC unroll 6
+      for (int t = 0; t < NT; t++) acc[j][t] = V::zero();
     for (int64_t v = 0; v < nv; v++) {
-      F xd[kVqDim];
-      for (int d = 0; d < kVqDim; d++) xd[d] = V::set1(x[v * kVqDim + d]);
-      for (int s = 0; s < books.stages; s++) {
-        const float* b = books.stage[s];
-        float* out = lut + (v * books.stages + s) * e;
-        int64_t c = 0;
-        for (; c + kLanes <= e; c += kLanes) V::storeu(out + c, lut_entries(xd, b + c, e));
-        if (c == e) continue;
-        auto m = V::first(e - c);
-        F t = V::mul(xd[0], V::load_m(b + c, m));
-        for (int d = 1; d < kVqDim; d++) t = V::fma(xd[d], V::load_m(b + d * e + c, m), t);
-        V::store_m(out + c, m, t);
-      }
-    }
-  }
-
-  // --- VQ rows: a 64-row tile keeps its sums in registers while the positions stream by.
-
-  static constexpr int kTileVecs = (int)(kVqRowBlock / kLanes);
-
-  template <int S>
-  static void vq_tile_sums(const float* lut, int entries, const uint8_t* blk, int64_t nv, F* acc) {
-    const typename V::template Stages<S> stages;
-    for (int k = 0; k < kTileVecs; k++) acc[k] = V::zero();
-    for (int64_t v = 0; v < nv; v++) {
-      const uint8_t* p = blk + v * kVqRowBlock * S;
-      const float* t = lut + v * S * entries;
-#pragma GCC unroll 16
-      for (int k = 0; k < kTileVecs; k++)
-        acc[k] = V::add(acc[k], stages.sum(t, entries, p + k * kLanes * S));
-    }
-  }
-
-  template <int S>
-  static void vq_rows_s(const float* lut, int entries, const VqMatrix& m, float* y, int64_t r0,
-                        int64_t r1) {
-    for (int64_t rb = r0; rb < r1; rb += kVqRowBlock) {
-      F acc[kTileVecs];
-      vq_tile_sums<S>(lut, entries, m.idx + rb * m.nv * S, m.nv, acc);
-      for (int k = 0; k < kTileVecs; k++) {
-        int64_t r = rb + k * kLanes;
-        if (r + kLanes <= r1) {
-          V::storeu(y + r, V::mul(V::f16(m.scales + r), acc[k]));
-          continue;
-        }
-        alignas(64) float sums[kLanes];
-        V::store(sums, acc[k]);
-        for (int i = 0; i < kLanes && r + i < r1; i++)
-          y[r + i] = f16_scalar(m.scales[r + i]) * sums[i];
-      }
-    }
-  }
-
-  static void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float* y,
-                      int64_t r0, int64_t r1) {
-    switch (stages) {
-      case 1:
-        return vq_rows_s<1>(lut, entries, m, y, r0, r1);
-      case 2:
-        return vq_rows_s<2>(lut, entries, m, y, r0, r1);
-      case 3:
-        return vq_rows_s<3>(lut, entries, m, y, r0, r1);
-      case 4:
-        return vq_rows_s<4>(lut, entries, m, y, r0, r1);
-      default:
-        return detail::scalar_kernels().vq_rows(lut, stages, entries, m, y, r0, r1);
-    }
-  }
-
-  // --- VQ rows for many tokens: one token per lane, so every lane repeats vq_lut's and
-  // vq_rows' operations for its own token. Few rows: each (row, position, stage) entry is
-  // computed in place, kRowTile rows sharing each load of the tokens' inputs; many rows: a table
-  // per position.
-
-  // Rows [r, r + R) for the kLanes tokens of `xt` ([position][lane]); `lanes` of them are real.
-  template <int S, int R>
-  static void token_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_t r,
-                         float* y, int64_t y_stride, int64_t lanes) {
-    const int64_t e = books.entries;
-    F acc[R];
-    const uint8_t* run[R];
-    for (int i = 0; i < R; i++) {
-      acc[i] = V::zero();
-      run[i] =
-          m.idx + ((r + i) / kVqRowBlock) * m.nv * kVqRowBlock * S + ((r + i) % kVqRowBlock) * S;
-    }
-    for (int64_t v = 0; v < m.nv; v++) {
-      F xd[kVqDim];
-      for (int d = 0; d < kVqDim; d++) xd[d] = V::load(xt + (v * kVqDim + d) * kLanes);
+      F w[J];
 #pragma GCC unroll 4
-      for (int i = 0; i < R; i++) {
-        const uint8_t* idx = run[i] + v * kVqRowBlock * S;
-        F sum = V::zero();
-#pragma GCC unroll 4
-        for (int s = 0; s < S; s++) {
-          const float* b = books.stage[s] + idx[s];
-          F dot = V::mul(xd[0], V::set1(b[0]));
-#pragma GCC unroll 8
-          for (int d = 1; d < kVqDim; d++) dot = V::fma(xd[d], V::set1(b[d * e]), dot);
-          sum = s == 0 ? dot : V::add(sum, dot);
+      for (int j = 0; j < J; j++) {
+        if constexpr (kPanel) {
+          w[j] = V::load(panel + (v * J + j) * kLanes);
+        } else {
+          w[j] = tile_weights<S>(books, rows, v, j);
         }
-        acc[i] = V::add(acc[i], sum);
+      }
+#pragma GCC unroll 6
+      for (int t = 0; t < NT; t++) {
+        const float* x8 = x + t * x_stride + v * kVqDim;
+        if constexpr (kLanes == 4) {
+          const F lo = tile_inputs(x8, 0), hi = tile_inputs(x8, 1);
+#pragma GCC unroll 4
+          for (int j = 0; j < J; j++) acc[j][t] = V::fma(w[j], j % 2 ? hi : lo, acc[j][t]);
+        } else {
+          const F xv = tile_inputs(x8, 0);
+#pragma GCC unroll 4
+          for (int j = 0; j < J; j++) acc[j][t] = V::fma(w[j], xv, acc[j][t]);
+        }
       }
     }
-    for (int i = 0; i < R; i++) {
-      alignas(64) float out[kLanes];
-      V::store(out, V::mul(V::set1(f16_scalar(m.scales[r + i])), acc[i]));
-      for (int64_t l = 0; l < lanes; l++) y[l * y_stride + r + i] = out[l];
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; t++) {
+      alignas(64) float a[J * kLanes];
+#pragma GCC unroll 4
+      for (int j = 0; j < J; j++) V::store(a + j * kLanes, acc[j][t]);
+      for (int p = 0; p < live; p++) {
+        const float* l = a + p * kVqDim;
+        const float sum = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+        y[t * y_stride + p] = f16_scalar(scales[p]) * sum;
+      }
     }
   }
 
-  // Many rows: each position's table for the kLanes tokens (one vector per code, built with
-  // vq_lut's operations) is made once and shared by every row of [r0, r1), as vq_lut's table is
-  // for one token; `acc` holds each row's running sums between positions.
-  template <int S>
-  static void table_rows(const VqBooks& books, const float* xt, const VqMatrix& m, int64_t r0,
-                         int64_t r1, float* lut, float* acc, float* y, int64_t y_stride,
-                         int64_t lanes) {
-    const int64_t e = books.entries;
-    for (int64_t r = r0; r < r1; r++) V::store(acc + (r - r0) * kLanes, V::zero());
-    for (int64_t v = 0; v < m.nv; v++) {
-      F xd[kVqDim];
-      for (int d = 0; d < kVqDim; d++) xd[d] = V::load(xt + (v * kVqDim + d) * kLanes);
-      for (int s = 0; s < S; s++) {
-        const float* b = books.stage[s];
-        float* out = lut + s * e * kLanes;
-        for (int64_t c = 0; c < e; c++) {
-          F t = V::mul(xd[0], V::set1(b[c]));
-#pragma GCC unroll 8
-          for (int d = 1; d < kVqDim; d++) t = V::fma(xd[d], V::set1(b[d * e + c]), t);
-          V::store(out + c * kLanes, t);
-        }
-      }
-      // Row by row within each 64-row block, whose codes for position v are one contiguous run.
-      for (int64_t rb = r0 / kVqRowBlock * kVqRowBlock; rb < r1; rb += kVqRowBlock) {
-        const int64_t first = rb > r0 ? rb : r0, last = min64(r1, rb + kVqRowBlock);
-        const uint8_t* idx = m.idx + (rb * m.nv + v * kVqRowBlock + (first - rb)) * S;
-        float* a = acc + (first - r0) * kLanes;
-        for (int64_t r = first; r < last; r++, idx += S, a += kLanes) {
-          F sum = V::load(lut + idx[0] * kLanes);
-#pragma GCC unroll 4
-          for (int s = 1; s < S; s++) sum = V::add(sum, V::load(lut + (s * e + idx[s]) * kLanes));
-          V::store(a, V::add(V::load(a), sum));
-        }
-      }
-    }
-    for (int64_t r = r0; r < r1; r++) {
-      alignas(64) float out[kLanes];
-      V::store(out, V::mul(V::set1(f16_scalar(m.scales[r])), V::load(acc + (r - r0) * kLanes)));
-      for (int64_t l = 0; l < lanes; l++) y[l * y_stride + r] = out[l];
-    }
+  // Tokens [t, n) through one tile, at most kVqTokens at a time.
+  template <int S, bool kPanel, int NT = kVqTokens>
+  static void vq_tile_tail(const VqBooks& books, const uint8_t* const* rows, const float* panel,
+                           int64_t nv, const float* x, int64_t x_stride, int64_t n, int64_t t,
+                           const uint16_t* scales, int live, float* y, int64_t y_stride) {
+    for (; t + NT <= n; t += NT)
+      vq_tile<S, NT, kPanel>(books, rows, panel, nv, x + t * x_stride, x_stride, scales, live,
+                             y + t * y_stride, y_stride);
+    if constexpr (NT > 1)
+      if (t < n)
+        vq_tile_tail<S, kPanel, NT - 1>(books, rows, panel, nv, x, x_stride, n, t, scales, live,
+                                        y, y_stride);
   }
 
   template <int S>
-  static void vq_rows_tokens_s(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
-                               const VqMatrix& m, float* y, int64_t y_stride, int64_t r0,
-                               int64_t r1) {
-    const int64_t width = m.nv * kVqDim;
-    Scratch scratch(width * kLanes);
-    float* xt = scratch.get();
-    // Building a position's table costs S * entries vectors: worth it once a call has a quarter
-    // as many rows.
-    const bool tables = (r1 - r0) * 4 >= (int64_t)S * books.entries;
-    Scratch lut(tables ? (int64_t)S * books.entries * kLanes : 0);
-    Scratch acc(tables ? (r1 - r0) * kLanes : 0);
-    for (int64_t t0 = 0; t0 < n; t0 += kLanes) {
-      const int64_t lanes = min64(kLanes, n - t0);
-      for (int64_t c = 0; c < width; c++)
-        for (int64_t l = 0; l < kLanes; l++)
-          xt[c * kLanes + l] = l < lanes ? x[(t0 + l) * x_stride + c] : 0.0f;
-      float* yt = y + t0 * y_stride;
-      if (tables) {
-        table_rows<S>(books, xt, m, r0, r1, lut.get(), acc.get(), yt, y_stride, lanes);
+  static void vq_rows_s(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                        const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+    const bool panel = n > kVqTokens;
+    Scratch scratch(panel ? m.nv * kVqTileVecs * kLanes : 0);
+    for (int64_t r = r0; r < r1; r += kVqTileRows) {
+      const int live = (int)min64(kVqTileRows, r1 - r);
+      // Rows past the range repeat the last one: their sums are made and dropped.
+      const uint8_t* rows[kVqTileRows];
+      for (int p = 0; p < kVqTileRows; p++) {
+        const int64_t row = r + (p < live ? p : live - 1);
+        rows[p] = m.idx + ((row / kVqRowBlock) * m.nv * kVqRowBlock + row % kVqRowBlock) * S;
+      }
+      if (!panel) {
+        vq_tile_tail<S, false>(books, rows, nullptr, m.nv, x, x_stride, n, 0, m.scales + r, live,
+                               y + r, y_stride);
         continue;
       }
-      int64_t r = r0;
-      for (; r + kRowTile <= r1; r += kRowTile)
-        token_rows<S, kRowTile>(books, xt, m, r, yt, y_stride, lanes);
-      for (; r < r1; r++) token_rows<S, 1>(books, xt, m, r, yt, y_stride, lanes);
+      for (int64_t v = 0; v < m.nv; v++)
+        for (int j = 0; j < kVqTileVecs; j++)
+          V::store(scratch.get() + (v * kVqTileVecs + j) * kLanes,
+                   tile_weights<S>(books, rows, v, j));
+      vq_tile_tail<S, true>(books, rows, scratch.get(), m.nv, x, x_stride, n, 0, m.scales + r,
+                            live, y + r, y_stride);
     }
   }
 
-  static void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
-                             const VqMatrix& m, float* y, int64_t y_stride, int64_t r0,
-                             int64_t r1) {
+  static void vq_rows(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
+                      const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
     switch (books.stages) {
       case 1:
-        return vq_rows_tokens_s<1>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+        return vq_rows_s<1>(books, x, n, x_stride, m, y, y_stride, r0, r1);
       case 2:
-        return vq_rows_tokens_s<2>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+        return vq_rows_s<2>(books, x, n, x_stride, m, y, y_stride, r0, r1);
       case 3:
-        return vq_rows_tokens_s<3>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+        return vq_rows_s<3>(books, x, n, x_stride, m, y, y_stride, r0, r1);
       case 4:
-        return vq_rows_tokens_s<4>(books, x, n, x_stride, m, y, y_stride, r0, r1);
-      default:
-        return detail::scalar_kernels().vq_rows_tokens(books, x, n, x_stride, m, y, y_stride, r0,
-                                                       r1);
+        return vq_rows_s<4>(books, x, n, x_stride, m, y, y_stride, r0, r1);
+      default:  // the same bits: kernels.h fixes every operation
+        return detail::scalar_kernels().vq_rows(books, x, n, x_stride, m, y, y_stride, r0, r1);
     }
   }
 
@@ -835,7 +775,7 @@ struct Body {
   }
 
   static constexpr Kernels table(Isa isa) {
-    return Kernels{isa, matvec, matmul, vq_lut, vq_rows, vq_rows_tokens, dots, axpys, delta_rule};
+    return Kernels{isa, matvec, matmul, vq_rows, dots, axpys, delta_rule};
   }
 };
 

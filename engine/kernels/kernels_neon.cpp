@@ -106,23 +106,6 @@ struct Neon {
       f[2 * u + 1] = vcvtq_f32_s32(vmovl_high_s16(w[u]));
     }
   }
-
-  template <int S>
-  struct Stages {
-    // Stage s's entries of the 4 rows, lane by lane from the table in L1.
-    static F gather(const float* t, const uint8_t* p, int s) {
-      F v = vld1q_dup_f32(t + p[s]);
-      v = vld1q_lane_f32(t + p[S + s], v, 1);
-      v = vld1q_lane_f32(t + p[2 * S + s], v, 2);
-      return vld1q_lane_f32(t + p[3 * S + s], v, 3);
-    }
-    F sum(const float* t, int entries, const uint8_t* p) const {
-      F sum = gather(t, p, 0);
-#pragma GCC unroll 4
-      for (int s = 1; s < S; s++) sum = vaddq_f32(sum, gather(t + s * entries, p, s));
-      return sum;
-    }
-  };
 };
 
 }  // namespace

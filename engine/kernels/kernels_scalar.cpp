@@ -84,64 +84,29 @@ void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float*
   }
 }
 
-void vq_lut(const VqBooks& books, const float* x, int64_t nv, float* lut) {
-  const int64_t e = books.entries;
-  for (int64_t v = 0; v < nv; v++) {
-    for (int s = 0; s < books.stages; s++) {
-      const float* b = books.stage[s];
-      float* out = lut + (v * books.stages + s) * e;
-      for (int64_t c = 0; c < e; c++) {
-        float t = 0.0f;
-        for (int d = 0; d < kVqDim; d++) t += x[v * kVqDim + d] * b[d * e + c];
-        out[c] = t;
-      }
-    }
-  }
+// The eight lanes of a VQ row's accumulator, reduced in kernels.h's tree.
+float reduce8(const float* a) {
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-float vq_row(const float* lut, int stages, int entries, const VqMatrix& m, int64_t r) {
-  const uint8_t* run = m.idx + (r / kVqRowBlock) * m.nv * kVqRowBlock * stages;
-  run += (r % kVqRowBlock) * stages;
-  float acc = 0.0f;
-  for (int64_t v = 0; v < m.nv; v++) {
-    const uint8_t* i = run + v * kVqRowBlock * stages;
-    const float* t = lut + v * stages * entries;
-    float sum = t[i[0]];
-    for (int s = 1; s < stages; s++) sum += t[s * entries + i[s]];
-    acc += sum;
-  }
-  return acc;
-}
-
-void vq_rows(const float* lut, int stages, int entries, const VqMatrix& m, float* y, int64_t r0,
-             int64_t r1) {
-  for (int64_t r = r0; r < r1; r++)
-    y[r] = f16_to_f32(m.scales[r]) * vq_row(lut, stages, entries, m, r);
-}
-
-// vq_lut's entry and vq_row's sums, computed per token from the codebooks in their order.
-void vq_rows_tokens(const VqBooks& books, const float* x, int64_t n, int64_t x_stride,
-                    const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+void vq_rows(const VqBooks& books, const float* x, int64_t n, int64_t x_stride, const VqMatrix& m,
+             float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   const int stages = books.stages;
-  const int64_t e = books.entries;
   for (int64_t t = 0; t < n; t++) {
     const float* xt = x + t * x_stride;
     for (int64_t r = r0; r < r1; r++) {
       const uint8_t* run = m.idx + (r / kVqRowBlock) * m.nv * kVqRowBlock * stages;
       run += (r % kVqRowBlock) * stages;
-      float acc = 0.0f;
+      float a[kVqDim] = {};
       for (int64_t v = 0; v < m.nv; v++) {
         const uint8_t* i = run + v * kVqRowBlock * stages;
-        float sum = 0.0f;
-        for (int s = 0; s < stages; s++) {
-          const float* b = books.stage[s] + i[s];
-          float dot = 0.0f;
-          for (int d = 0; d < kVqDim; d++) dot += xt[v * kVqDim + d] * b[d * e];
-          sum = s == 0 ? dot : sum + dot;
+        for (int d = 0; d < kVqDim; d++) {
+          float w = books.stage[0][i[0] * kVqDim + d];
+          for (int s = 1; s < stages; s++) w += books.stage[s][i[s] * kVqDim + d];
+          a[d] = std::fma(w, xt[v * kVqDim + d], a[d]);
         }
-        acc += sum;
       }
-      y[t * y_stride + r] = f16_to_f32(m.scales[r]) * acc;
+      y[t * y_stride + r] = f16_to_f32(m.scales[r]) * reduce8(a);
     }
   }
 }
@@ -193,8 +158,7 @@ void delta_rule(float* S, const float* q, const float* k, const float* v, const 
 namespace detail {
 
 const Kernels& scalar_kernels() {
-  static constexpr Kernels k{Isa::kScalar,   matvec, matmul, vq_lut,    vq_rows,
-                             vq_rows_tokens, dots,   axpys,  delta_rule};
+  static constexpr Kernels k{Isa::kScalar, matvec, matmul, vq_rows, dots, axpys, delta_rule};
   return k;
 }
 

@@ -1,9 +1,7 @@
 // The routed MoE block (docs/MODEL.md §6) and the dense FFN. A chunk routes every token first,
-// then reads each distinct expert once and applies it to every token that chose it; per-token
-// sums run in selection order, so a chunk computes exactly what token-by-token decode does.
-// Decode builds each token's lookup tables once per layer and shares them across its experts;
-// a long chunk instead applies each expert to all of its tokens at once (vq_rows_tokens), which
-// gives the same bits without a table per token.
+// then reads each distinct expert once and applies it to all the tokens that chose it at once;
+// the expert kernel's outputs never depend on which tokens share a call, and per-token sums run
+// in selection order, so a chunk computes exactly what token-by-token decode does.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,9 +14,6 @@
 namespace waste {
 
 namespace {
-
-// Chunks at least this long skip the per-token tables (vq_rows_tokens' lanes fill up).
-constexpr int64_t kBatchedTokens = 16;
 
 struct Route {
   std::vector<int> ids;        // selection order
@@ -95,10 +90,8 @@ void Model::dense_ffn(const FfnWeights& w, int64_t T, const float* u, float* out
 void Model::moe(int layer, int64_t T, const float* u, float* out, bool predict) {
   const ModelConfig& c = config();
   const MoeWeights& w = w_.layers[layer].moe_w;
-  const ExpertQuant& q = c_.manifest().quant;
   const int64_t E = c.n_experts, K = c.top_k, width = c.expert_in(), inter = c.moe_inter;
   const int64_t hid = c.hidden;
-  const int64_t book = (int64_t)q.stages * q.entries;
   const int64_t base = c_.manifest().banks.at(layer).codebook_base;
 
   std::vector<float> logits(T * E);
@@ -133,31 +126,15 @@ void Model::moe(int layer, int64_t T, const float* u, float* out, bool predict) 
   // Everything below that needs no expert record runs while the misses are being read.
   std::vector<float> xi_buf;
   const float* xi = u;
-  const int64_t nv = width / kVqDim;
-  const bool batched = T >= kBatchedTokens;
-  std::vector<float> lut_gate(batched ? 0 : T * nv * book), lut_up(lut_gate.size()), shared;
-  VqBooks gate_books = c_.books(base, 0), up_books = c_.books(base, 1);
-  VqBooks down_books = c_.books(base, 2);
+  const VqBooks gate_books = c_.books(base, 0), up_books = c_.books(base, 1);
+  const VqBooks down_books = c_.books(base, 2);
+  std::vector<float> shared;
   auto expert_free_work = [&] {
     if (c.latent > 0) {
       xi_buf.resize(T * width);
       cp_.linear(w.latent_down, u, T, xi_buf.data());
       xi = xi_buf.data();
     }
-    // Gate and up tables per token: the codebooks are per layer, so every expert shares them.
-    // One pass over every token's positions: a table entry depends on its token and position
-    // only, so the split never changes a bit.
-    const SteadyClock::time_point t0 = SteadyClock::now();
-    if (!batched)
-      pool_->parallel_for(T * nv, 8, [&](int64_t b, int64_t e) {
-        for (int64_t at = b; at < e;) {
-          const int64_t t = at / nv, v = at % nv, n = std::min(e - at, nv - v);
-          cp_.k->vq_lut(gate_books, xi + t * width + v * kVqDim, n, &lut_gate[at * book]);
-          cp_.k->vq_lut(up_books, xi + t * width + v * kVqDim, n, &lut_up[at * book]);
-          at += n;
-        }
-      });
-    kernel_clock_.experts += seconds_since(t0);
     if (w.has_shared) {
       shared.resize(T * hid);
       dense_ffn(w.shared, T, u, shared.data());
@@ -165,80 +142,32 @@ void Model::moe(int layer, int64_t T, const float* u, float* out, bool predict) 
   };
 
   std::vector<float> y(T * K * width);  // per token and slot
-  const int64_t nv_down = inter / kVqDim;
-  // The per-token path's buffers for one expert's users: [n][inter] and [n][nv_down * book].
-  std::vector<float> g, up, lut_down;
-  // The batched path's buffers: one expert's users, [n][width] in and out and [n][inter] between.
+  // One expert's users: [n][width] in and out, [n][inter] between.
   std::vector<float> xs, gs, us, ys;
-  auto apply_to_all = [&](const std::vector<int64_t>& slots, const ExpertView& ev) {
-    const int64_t n = (int64_t)slots.size();
-    xs.resize(n * width);
-    gs.resize(n * inter);
-    us.resize(n * inter);
-    ys.resize(n * width);
-    for (int64_t k = 0; k < n; k++) std::copy_n(xi + slots[k] / K * width, width, &xs[k * width]);
-    // Gate and up are separate units of work, split by rows only when there are more threads
-    // than matrices: each unit builds its own per-position tables, so splitting one matrix's
-    // rows would build them once per thread.
-    const int64_t splits = std::max(1, pool_->size() / 2);
-    const int64_t span = (inter + splits - 1) / splits;
-    pool_->parallel_for(2 * splits, 1, [&](int64_t u0, int64_t u1) {
-      for (int64_t unit = u0; unit < u1; unit++) {
-        const bool is_up = unit % 2 == 1;
-        const int64_t b = unit / 2 * span, e = std::min(inter, b + span);
-        cp_.k->vq_rows_tokens(is_up ? up_books : gate_books, xs.data(), n, width,
-                              is_up ? ev.up : ev.gate, is_up ? us.data() : gs.data(), inter, b, e);
-      }
-    });
-    pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
-      for (int64_t k = 0; k < n; k++)
-        for (int64_t x = b; x < e; x++)
-          gs[k * inter + x] = act_(gs[k * inter + x], us[k * inter + x]);
-    });
-    pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
-      cp_.k->vq_rows_tokens(down_books, gs.data(), n, inter, ev.down, ys.data(), width, b, e);
-    });
-    for (int64_t k = 0; k < n; k++) std::copy_n(&ys[k * width], width, &y[slots[k] * width]);
-  };
   store_->fetch(
       layer, distinct,
       [&](size_t i, const ExpertView& ev) {
         const SteadyClock::time_point t0 = SteadyClock::now();
-        if (batched) {
-          apply_to_all(users[i], ev);
-          kernel_clock_.experts += seconds_since(t0);
-          return;
-        }
-        // All of the expert's users in each pass, so a step of several tokens pays the passes'
-        // fork and join once per expert, not once per token; each user's sums are its own.
         const std::vector<int64_t>& slots = users[i];
         const int64_t n = (int64_t)slots.size();
-        g.resize(n * inter);
-        up.resize(n * inter);
-        lut_down.resize(n * nv_down * book);
+        xs.resize(n * width);
+        gs.resize(n * inter);
+        us.resize(n * inter);
+        ys.resize(n * width);
+        for (int64_t k = 0; k < n; k++)
+          std::copy_n(xi + slots[k] / K * width, width, &xs[k * width]);
+        // Threads split rows only: every output's sums are its own (kernels.h).
         pool_->parallel_for(inter, kVqRowBlock, [&](int64_t b, int64_t e) {
-          for (int64_t k = 0; k < n; k++) {
-            const float* lg = &lut_gate[slots[k] / K * nv * book];
-            const float* lu = &lut_up[slots[k] / K * nv * book];
-            float* gk = &g[k * inter];
-            float* uk = &up[k * inter];
-            cp_.k->vq_rows(lg, q.stages, q.entries, ev.gate, gk, b, e);
-            cp_.k->vq_rows(lu, q.stages, q.entries, ev.up, uk, b, e);
-            for (int64_t x = b; x < e; x++) gk[x] = act_(gk[x], uk[x]);
-          }
-        });
-        pool_->parallel_for(n * nv_down, 8, [&](int64_t b, int64_t e) {
-          for (int64_t at = b; at < e;) {
-            const int64_t k = at / nv_down, v = at % nv_down, m = std::min(e - at, nv_down - v);
-            cp_.k->vq_lut(down_books, &g[k * inter + v * kVqDim], m, &lut_down[at * book]);
-            at += m;
-          }
+          cp_.k->vq_rows(gate_books, xs.data(), n, width, ev.gate, gs.data(), inter, b, e);
+          cp_.k->vq_rows(up_books, xs.data(), n, width, ev.up, us.data(), inter, b, e);
+          for (int64_t k = 0; k < n; k++)
+            for (int64_t x = b; x < e; x++)
+              gs[k * inter + x] = act_(gs[k * inter + x], us[k * inter + x]);
         });
         pool_->parallel_for(width, kVqRowBlock, [&](int64_t b, int64_t e) {
-          for (int64_t k = 0; k < n; k++)
-            cp_.k->vq_rows(&lut_down[k * nv_down * book], q.stages, q.entries, ev.down,
-                           &y[slots[k] * width], b, e);
+          cp_.k->vq_rows(down_books, gs.data(), n, inter, ev.down, ys.data(), width, b, e);
         });
+        for (int64_t k = 0; k < n; k++) std::copy_n(&ys[k * width], width, &y[slots[k] * width]);
         kernel_clock_.experts += seconds_since(t0);
       },
       layer + 1, next, expert_free_work);

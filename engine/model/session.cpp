@@ -12,7 +12,9 @@ namespace waste {
 namespace {
 
 constexpr uint32_t kSessionMagic = 0x53455357;  // "WSES"
-constexpr uint32_t kSessionVersion = 1;
+// 2: states from the expert arithmetic of docs/FORMAT.md §8.2 (summed weights); a version 1
+// state came from lookup tables and would not match a recomputation bit for bit.
+constexpr uint32_t kSessionVersion = 2;
 
 struct Header {
   uint32_t magic;

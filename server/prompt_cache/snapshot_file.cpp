@@ -11,7 +11,9 @@ namespace fs = std::filesystem;
 
 constexpr uint32_t kSnapMagic = 0x53435057;  // "WPCS"
 constexpr uint32_t kRowsMagic = 0x52435057;  // "WPCR"
-constexpr uint32_t kVersion = 1;             // of both kinds
+// Of both kinds. 2: states from the expert arithmetic of docs/FORMAT.md §8.2 (summed weights);
+// a version 1 state came from lookup tables and would not match a recomputation bit for bit.
+constexpr uint32_t kVersion = 2;
 
 bool is_mla(const Session& s, size_t l) {
   return s.kda[l].S.empty();
