@@ -180,9 +180,9 @@ TEST(Cli, BenchKernelsListsEveryKernelForEveryIsa) {
   std::multiset<std::string> every;
   for (const std::string& isa : supported)
     for (const char* threads : {"/1", "/2"}) every.insert(isa + threads);
-  const std::set<std::string> kernels = {
-      "matvec F32", "matvec Q8G", "matvec Q4G", "matmul F32", "matmul Q8G",
-      "matmul Q4G", "vq_rows ",   "dots ",      "axpys ",     "delta_rule "};
+  const std::set<std::string> kernels = {"matvec F32", "matvec Q8G", "matvec Q4G", "matmul F32",
+                                         "matmul Q8G", "matmul Q4G", "vq_rows ",   "dots ",
+                                         "axpys ",     "delta_rule "};
   // matmul twice: for a prefill piece and for a window; vq_rows for one token and for a window's
   // share.
   auto expected = [&](const std::string& kernel) {

@@ -524,13 +524,14 @@ TEST_P(IsaTest, VqRowsFollowTheirDefinedOrder) {
           for (auto [a, b] : ranges)
             for (int64_t tokens : {(int64_t)1, n}) {
               std::vector<float> y(tokens * y_stride, kSentinel);
-              k().vq_rows(q.view_books(), x.data(), tokens, x_stride, q.view(), y.data(),
-                          y_stride, a, b);
+              k().vq_rows(q.view_books(), x.data(), tokens, x_stride, q.view(), y.data(), y_stride,
+                          a, b);
               for (int64_t t = 0; t < tokens; t++)
                 for (int64_t r = 0; r < y_stride; r++) {
                   float got = y[t * y_stride + r];
                   if (r < a || r >= b) {
-                    ASSERT_EQ(got, kSentinel) << vq_shape(q, a, b) << " token " << t << " row " << r;
+                    ASSERT_EQ(got, kSentinel)
+                        << vq_shape(q, a, b) << " token " << t << " row " << r;
                     continue;
                   }
                   float want = vq_defined(q, x.data() + t * x_stride, r);
@@ -564,8 +565,8 @@ TEST_P(IsaTest, ScaleDecodeIsExactForEveryF16) {
   book[0] = x[0] = 1.0f;  // code 0 times x is exactly 1
   const float* stage = book.data();
   std::vector<float> y(n);
-  k().vq_rows(VqBooks{&stage, 1, 16}, x.data(), 1, kVqDim, VqMatrix{n, 1, idx.data(), scales.data()},
-              y.data(), n, 0, n);
+  k().vq_rows(VqBooks{&stage, 1, 16}, x.data(), 1, kVqDim,
+              VqMatrix{n, 1, idx.data(), scales.data()}, y.data(), n, 0, n);
   for (int64_t r = 0; r < n; r++)
     ASSERT_EQ(y[r], f16_to_f32((uint16_t)r)) << "vq scale 0x" << std::hex << r;
 }

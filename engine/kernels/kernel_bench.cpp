@@ -33,7 +33,7 @@ struct Shapes {
 
 constexpr Shapes kModels[] = {
     {"kimi-linear", 4096, 2304, 360, 1024, 2304, 11, 32, 32, 4096},  // 360 · 8 / 256
-    {"k3", 12288, 7168, 360, 3072, 3584, 6, 96, 96, 4096},            // 360 · 16 / 896
+    {"k3", 12288, 7168, 360, 3072, 3584, 6, 96, 96, 4096},           // 360 · 16 / 896
 };
 // --quick's: every kernel's code paths (more than one row block, several quantization groups and
 // positions, a window that is no multiple of matmul's tiles) at a size that runs in a moment even

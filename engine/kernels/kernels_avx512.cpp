@@ -91,7 +91,9 @@ struct Avx512 {
   static F join8(const float* a, const float* b) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
   }
-  static F dup8(const float* p) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(p)); }
+  static F dup8(const float* p) {
+    return _mm512_broadcast_f32x8(_mm256_loadu_ps(p));
+  }
 
   // Q8G, 64 bytes (64 inputs, in order) per step: sign-extending loads and a conversion.
   static constexpr int kQ8StepBytes = 64, kQ8Vecs = 4;

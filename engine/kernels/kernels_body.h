@@ -542,8 +542,8 @@ struct Body {
       } else if constexpr (kLanes == 8) {
         w[s] = V::loadu(book + rows[j][at + s] * kVqDim);
       } else {
-        w[s] = V::join8(book + rows[2 * j][at + s] * kVqDim,
-                        book + rows[2 * j + 1][at + s] * kVqDim);
+        w[s] =
+            V::join8(book + rows[2 * j][at + s] * kVqDim, book + rows[2 * j + 1][at + s] * kVqDim);
       }
     }
     F sum = w[0];
@@ -621,8 +621,8 @@ struct Body {
                              y + t * y_stride, y_stride);
     if constexpr (NT > 1)
       if (t < n)
-        vq_tile_tail<S, kPanel, NT - 1>(books, rows, panel, nv, x, x_stride, n, t, scales, live,
-                                        y, y_stride);
+        vq_tile_tail<S, kPanel, NT - 1>(books, rows, panel, nv, x, x_stride, n, t, scales, live, y,
+                                        y_stride);
   }
 
   template <int S>
@@ -647,8 +647,8 @@ struct Body {
         for (int j = 0; j < kVqTileVecs; j++)
           V::store(scratch.get() + (v * kVqTileVecs + j) * kLanes,
                    tile_weights<S>(books, rows, v, j));
-      vq_tile_tail<S, true>(books, rows, scratch.get(), m.nv, x, x_stride, n, 0, m.scales + r,
-                            live, y + r, y_stride);
+      vq_tile_tail<S, true>(books, rows, scratch.get(), m.nv, x, x_stride, n, 0, m.scales + r, live,
+                            y + r, y_stride);
     }
   }
 
