@@ -528,22 +528,38 @@ struct Body {
   static constexpr int kVqTokens = kLanes == 4 ? 5 : V::kRegisters >= 32 ? 6 : 4;
   static_assert(kVqTileRows * kVqDim == kVqTileVecs * kLanes);
 
-  // Vector j of the tile's weights at position v, where rows[p] is row p's index run at v = 0
-  // and consecutive positions are kVqRowBlock runs apart: stage vectors summed left to right.
+  // Where a tile's weights come from: a panel of sums made once, or the books as the positions
+  // go by. Row p's stage-s index at position v is at[off(p) + s], at = first + v * kVqRowBlock *
+  // S, where off(p) = p * S when the tile lies within one 64-row block (known at compile time:
+  // one base register) and off[p] otherwise.
+  enum class Weights { kPanel, kBlock, kOffsets };
+
   template <int S>
-  static F tile_weights(const VqBooks& books, const uint8_t* const* rows, int64_t v, int j) {
-    const int64_t at = v * kVqRowBlock * S;
+  struct VqTile {
+    const float* book[S];
+    const uint8_t* first;  // row 0's indices at position 0
+    int64_t off[kVqTileRows];
+    const uint16_t* scales;  // from row 0
+    int live;                // rows in the caller's range; the others repeat the last one
+  };
+
+  // Vector j of the tile's weights at the position whose indices start at `at`: the stage
+  // vectors summed left to right.
+  template <int S, Weights W>
+  static F tile_weights(const VqTile<S>& t, const uint8_t* at, int j) {
+    auto vec = [&](int p, int s) -> const float* {
+      const size_t i = at[(W == Weights::kBlock ? p * S : t.off[p]) + s];
+      return t.book[s] + i * kVqDim;
+    };
     F w[S];
 #pragma GCC unroll 4
     for (int s = 0; s < S; s++) {
-      const float* book = books.stage[s];
       if constexpr (kLanes == 4) {
-        w[s] = V::loadu(book + rows[j / 2][at + s] * kVqDim + 4 * (j % 2));
+        w[s] = V::loadu(vec(j / 2, s) + 4 * (j % 2));
       } else if constexpr (kLanes == 8) {
-        w[s] = V::loadu(book + rows[j][at + s] * kVqDim);
+        w[s] = V::loadu(vec(j, s));
       } else {
-        w[s] =
-            V::join8(book + rows[2 * j][at + s] * kVqDim, book + rows[2 * j + 1][at + s] * kVqDim);
+        w[s] = V::join8(vec(2 * j, s), vec(2 * j + 1, s));
       }
     }
     F sum = w[0];
@@ -559,13 +575,11 @@ struct Body {
     if constexpr (kLanes == 16) return V::dup8(x8);
   }
 
-  // NT tokens through one tile: weights from `panel` ([v][kVqTileVecs][kLanes]) or, without
-  // kPanel, from the books; `rows` (row p's index run) and `scales` start at the tile's first row,
-  // of which `live` are in the caller's range.
-  template <int S, int NT, bool kPanel>
-  static void vq_tile(const VqBooks& books, const uint8_t* const* rows, const float* panel,
-                      int64_t nv, const float* x, int64_t x_stride, const uint16_t* scales,
-                      int live, float* y, int64_t y_stride) {
+  // NT tokens through one tile, the weights from `panel` ([v][kVqTileVecs][kLanes]) or from the
+  // books.
+  template <int S, int NT, Weights W>
+  static void vq_tile(const VqTile<S>& tile, const float* panel, int64_t nv, const float* x,
+                      int64_t x_stride, float* y, int64_t y_stride) {
     constexpr int J = kVqTileVecs;
     // Every loop over the tile is unrolled: an accumulator indexed at run time would live in
     // memory, stored on every position.
@@ -574,14 +588,15 @@ struct Body {
     for (int j = 0; j < J; j++)
 #pragma GCC unroll 6
       for (int t = 0; t < NT; t++) acc[j][t] = V::zero();
-    for (int64_t v = 0; v < nv; v++) {
+    const uint8_t* at = tile.first;
+    for (int64_t v = 0; v < nv; v++, at += kVqRowBlock * S) {
       F w[J];
 #pragma GCC unroll 4
       for (int j = 0; j < J; j++) {
-        if constexpr (kPanel) {
+        if constexpr (W == Weights::kPanel) {
           w[j] = V::load(panel + (v * J + j) * kLanes);
         } else {
-          w[j] = tile_weights<S>(books, rows, v, j);
+          w[j] = tile_weights<S, W>(tile, at, j);
         }
       }
 #pragma GCC unroll 6
@@ -603,26 +618,32 @@ struct Body {
       alignas(64) float a[J * kLanes];
 #pragma GCC unroll 4
       for (int j = 0; j < J; j++) V::store(a + j * kLanes, acc[j][t]);
-      for (int p = 0; p < live; p++) {
+      for (int p = 0; p < tile.live; p++) {
         const float* l = a + p * kVqDim;
         const float sum = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-        y[t * y_stride + p] = f16_scalar(scales[p]) * sum;
+        y[t * y_stride + p] = f16_scalar(tile.scales[p]) * sum;
       }
     }
   }
 
   // Tokens [t, n) through one tile, at most kVqTokens at a time.
-  template <int S, bool kPanel, int NT = kVqTokens>
-  static void vq_tile_tail(const VqBooks& books, const uint8_t* const* rows, const float* panel,
-                           int64_t nv, const float* x, int64_t x_stride, int64_t n, int64_t t,
-                           const uint16_t* scales, int live, float* y, int64_t y_stride) {
+  template <int S, Weights W, int NT = kVqTokens>
+  static void vq_tile_tail(const VqTile<S>& tile, const float* panel, int64_t nv, const float* x,
+                           int64_t x_stride, int64_t n, int64_t t, float* y, int64_t y_stride) {
     for (; t + NT <= n; t += NT)
-      vq_tile<S, NT, kPanel>(books, rows, panel, nv, x + t * x_stride, x_stride, scales, live,
-                             y + t * y_stride, y_stride);
+      vq_tile<S, NT, W>(tile, panel, nv, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
     if constexpr (NT > 1)
-      if (t < n)
-        vq_tile_tail<S, kPanel, NT - 1>(books, rows, panel, nv, x, x_stride, n, t, scales, live, y,
-                                        y_stride);
+      if (t < n) vq_tile_tail<S, W, NT - 1>(tile, panel, nv, x, x_stride, n, t, y, y_stride);
+  }
+
+  // The tile's sums into the panel, once for all of the call's tokens.
+  template <int S, Weights W>
+  static void vq_panel(const VqTile<S>& tile, int64_t nv, float* panel) {
+    const uint8_t* at = tile.first;
+    for (int64_t v = 0; v < nv; v++, at += kVqRowBlock * S)
+#pragma GCC unroll 4
+      for (int j = 0; j < kVqTileVecs; j++)
+        V::store(panel + (v * kVqTileVecs + j) * kLanes, tile_weights<S, W>(tile, at, j));
   }
 
   template <int S>
@@ -630,25 +651,34 @@ struct Body {
                         const VqMatrix& m, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
     const bool panel = n > kVqTokens;
     Scratch scratch(panel ? m.nv * kVqTileVecs * kLanes : 0);
+    VqTile<S> tile;
+    for (int s = 0; s < S; s++) tile.book[s] = books.stage[s];
+    auto index_run = [&](int64_t row) {
+      return ((row / kVqRowBlock) * m.nv * kVqRowBlock + row % kVqRowBlock) * S;
+    };
     for (int64_t r = r0; r < r1; r += kVqTileRows) {
-      const int live = (int)min64(kVqTileRows, r1 - r);
-      // Rows past the range repeat the last one: their sums are made and dropped.
-      const uint8_t* rows[kVqTileRows];
+      tile.live = (int)min64(kVqTileRows, r1 - r);
+      tile.scales = m.scales + r;
+      tile.first = m.idx + index_run(r);
+      bool block = tile.live == kVqTileRows;
       for (int p = 0; p < kVqTileRows; p++) {
-        const int64_t row = r + (p < live ? p : live - 1);
-        rows[p] = m.idx + ((row / kVqRowBlock) * m.nv * kVqRowBlock + row % kVqRowBlock) * S;
+        tile.off[p] = index_run(r + (p < tile.live ? p : tile.live - 1)) - index_run(r);
+        block = block && tile.off[p] == p * S;
       }
-      if (!panel) {
-        vq_tile_tail<S, false>(books, rows, nullptr, m.nv, x, x_stride, n, 0, m.scales + r, live,
-                               y + r, y_stride);
-        continue;
+      float* yr = y + r;
+      if (!panel && block) {
+        vq_tile_tail<S, Weights::kBlock>(tile, nullptr, m.nv, x, x_stride, n, 0, yr, y_stride);
+      } else if (!panel) {
+        vq_tile_tail<S, Weights::kOffsets>(tile, nullptr, m.nv, x, x_stride, n, 0, yr, y_stride);
+      } else {
+        if (block) {
+          vq_panel<S, Weights::kBlock>(tile, m.nv, scratch.get());
+        } else {
+          vq_panel<S, Weights::kOffsets>(tile, m.nv, scratch.get());
+        }
+        vq_tile_tail<S, Weights::kPanel>(tile, scratch.get(), m.nv, x, x_stride, n, 0, yr,
+                                         y_stride);
       }
-      for (int64_t v = 0; v < m.nv; v++)
-        for (int j = 0; j < kVqTileVecs; j++)
-          V::store(scratch.get() + (v * kVqTileVecs + j) * kLanes,
-                   tile_weights<S>(books, rows, v, j));
-      vq_tile_tail<S, true>(books, rows, scratch.get(), m.nv, x, x_stride, n, 0, m.scales + r, live,
-                            y + r, y_stride);
     }
   }
 
