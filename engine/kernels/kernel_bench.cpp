@@ -249,8 +249,9 @@ void attention_cases(const Shapes& s, Rng& rng, const std::function<void(const C
 // The FMA loop's rate on one thread and on every thread of `pool`.
 void measure_peaks(Isa isa, ThreadPool& pool, const KernelBenchOptions& o,
                    std::vector<FmaPeak>& peaks) {
-  // Rounds per call: about a millisecond even at 200 GFLOP/s per core.
-  constexpr int64_t kRounds = 1 << 14;
+  // Rounds per call: half a millisecond at 256 GFLOP/s per core (a 16-lane loop of 16 chains does
+  // 512 operations a round), so that waking the pool's threads costs little beside it.
+  constexpr int64_t kRounds = 1 << 18;
   KernelBenchOptions timed = o;
   timed.iters = 0;
   if (o.iters > 0) timed.min_seconds = std::min(o.min_seconds, 0.005);
@@ -266,7 +267,8 @@ void measure_peaks(Isa isa, ThreadPool& pool, const KernelBenchOptions& o,
       timed);
   double all_flops = 0;
   for (double f : each) all_flops += f;
-  const FmaPeak got[2] = {{isa, 1, flops / one}, {isa, pool.size(), all_flops / all}};
+  const FmaPeak got[2] = {{isa, 1, flops / one, flops},
+                          {isa, pool.size(), all_flops / all, flops}};
   for (const FmaPeak& g : got) {
     auto it = std::find_if(peaks.begin(), peaks.end(),
                            [&](const FmaPeak& p) { return p.threads == g.threads; });

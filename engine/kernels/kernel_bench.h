@@ -46,6 +46,7 @@ struct FmaPeak {
   Isa isa = Isa::kScalar;
   int threads = 1;
   double flops_per_second = 0;
+  double flops_per_call = 0;  // one thread's loop, timed per call
 };
 
 struct KernelBench {

@@ -89,6 +89,8 @@ int cmd_bench_kernels(int argc, char** argv) {
           .value(p.threads)
           .key("gflops")
           .value(p.flops_per_second / 1e9)
+          .key("flops_per_call")
+          .value(p.flops_per_call)
           .end_object();
     w.end_array();
     w.key("kernels").begin_array();
