@@ -267,8 +267,7 @@ void measure_peaks(Isa isa, ThreadPool& pool, const KernelBenchOptions& o,
       timed);
   double all_flops = 0;
   for (double f : each) all_flops += f;
-  const FmaPeak got[2] = {{isa, 1, flops / one, flops},
-                          {isa, pool.size(), all_flops / all, flops}};
+  const FmaPeak got[2] = {{isa, 1, flops / one, flops}, {isa, pool.size(), all_flops / all, flops}};
   for (const FmaPeak& g : got) {
     auto it = std::find_if(peaks.begin(), peaks.end(),
                            [&](const FmaPeak& p) { return p.threads == g.threads; });
