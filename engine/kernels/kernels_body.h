@@ -29,6 +29,7 @@
 //     one load per multiply-add instead of one per weight vector).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -543,14 +544,45 @@ struct Body {
     int live;                // rows in the caller's range; the others repeat the last one
   };
 
-  // Vector j of the tile's weights at the position whose indices start at `at`: the stage
-  // vectors summed left to right.
+  // A tile's indices at one position, whose runs start at `at`. Within one 64-row block the
+  // tile's runs are one run of kVqTileRows * S bytes, read as 8-byte words: each index is then a
+  // shift of a word (integer work) rather than a load of its own, which would compete with the
+  // books' loads. Otherwise byte by byte.
   template <int S, Weights W>
-  static F tile_weights(const VqTile<S>& t, const uint8_t* at, int j) {
-    auto vec = [&](int p, int s) -> const float* {
-      const size_t i = at[(W == Weights::kBlock ? p * S : t.off[p]) + s];
-      return t.book[s] + i * kVqDim;
-    };
+  struct TileIndex {
+    static constexpr int kBytes = kVqTileRows * S, kWords = (kBytes + 7) / 8;
+    const uint8_t* at;
+    const int64_t* off;
+    uint64_t word[kWords];
+
+    // Always inlined, as is everything a tile's position runs: the words must stay in
+    // registers, and the shifts' counts constants.
+    [[gnu::always_inline]] TileIndex(const VqTile<S>& t, const uint8_t* run) : at(run), off(t.off) {
+      static_assert(std::endian::native == std::endian::little);
+      if constexpr (W == Weights::kBlock) {
+#pragma GCC unroll 8
+        for (int i = 0; i < kWords; i++) {
+          word[i] = 0;
+          std::memcpy(&word[i], at + 8 * i, 8 * i + 8 <= kBytes ? 8 : kBytes - 8 * i);
+        }
+      }
+    }
+    [[gnu::always_inline]] size_t operator()(int p, int s) const {
+      if constexpr (W == Weights::kBlock) {
+        const int b = p * S + s;
+        return (size_t)(word[b / 8] >> (8 * (b % 8))) & 0xff;
+      }
+      return at[off[p] + s];
+    }
+  };
+
+  // Vector j of the tile's weights at the position of `index`: the stage vectors summed left to
+  // right.
+  template <int S, Weights W>
+  [[gnu::always_inline]] static F tile_weights(const VqTile<S>& t, const TileIndex<S, W>& index,
+                                               int j) {
+    auto vec = [&](int p, int s)
+                   [[gnu::always_inline]] { return t.book[s] + index(p, s) * kVqDim; };
     F w[S];
 #pragma GCC unroll 4
     for (int s = 0; s < S; s++) {
@@ -591,13 +623,13 @@ struct Body {
     const uint8_t* at = tile.first;
     for (int64_t v = 0; v < nv; v++, at += kVqRowBlock * S) {
       F w[J];
+      if constexpr (W == Weights::kPanel) {
 #pragma GCC unroll 4
-      for (int j = 0; j < J; j++) {
-        if constexpr (W == Weights::kPanel) {
-          w[j] = V::load(panel + (v * J + j) * kLanes);
-        } else {
-          w[j] = tile_weights<S, W>(tile, at, j);
-        }
+        for (int j = 0; j < J; j++) w[j] = V::load(panel + (v * J + j) * kLanes);
+      } else {
+        const TileIndex<S, W> index(tile, at);
+#pragma GCC unroll 4
+        for (int j = 0; j < J; j++) w[j] = tile_weights<S, W>(tile, index, j);
       }
 #pragma GCC unroll 6
       for (int t = 0; t < NT; t++) {
@@ -640,10 +672,12 @@ struct Body {
   template <int S, Weights W>
   static void vq_panel(const VqTile<S>& tile, int64_t nv, float* panel) {
     const uint8_t* at = tile.first;
-    for (int64_t v = 0; v < nv; v++, at += kVqRowBlock * S)
+    for (int64_t v = 0; v < nv; v++, at += kVqRowBlock * S) {
+      const TileIndex<S, W> index(tile, at);
 #pragma GCC unroll 4
       for (int j = 0; j < kVqTileVecs; j++)
-        V::store(panel + (v * kVqTileVecs + j) * kLanes, tile_weights<S, W>(tile, at, j));
+        V::store(panel + (v * kVqTileVecs + j) * kLanes, tile_weights<S, W>(tile, index, j));
+    }
   }
 
   template <int S>
