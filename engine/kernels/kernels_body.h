@@ -576,22 +576,27 @@ struct Body {
     }
   };
 
+  // Stage s's vector of the tile's row p at the position of `index`.
+  template <int S, Weights W>
+  [[gnu::always_inline]] static const float* book_vec(const VqTile<S>& t,
+                                                      const TileIndex<S, W>& index, int p, int s) {
+    return t.book[s] + index(p, s) * kVqDim;
+  }
+
   // Vector j of the tile's weights at the position of `index`: the stage vectors summed left to
   // right.
   template <int S, Weights W>
   [[gnu::always_inline]] static F tile_weights(const VqTile<S>& t, const TileIndex<S, W>& index,
                                                int j) {
-    auto vec = [&](int p, int s)
-                   [[gnu::always_inline]] { return t.book[s] + index(p, s) * kVqDim; };
     F w[S];
 #pragma GCC unroll 4
     for (int s = 0; s < S; s++) {
       if constexpr (kLanes == 4) {
-        w[s] = V::loadu(vec(j / 2, s) + 4 * (j % 2));
+        w[s] = V::loadu(book_vec(t, index, j / 2, s) + 4 * (j % 2));
       } else if constexpr (kLanes == 8) {
-        w[s] = V::loadu(vec(j, s));
+        w[s] = V::loadu(book_vec(t, index, j, s));
       } else {
-        w[s] = V::join8(vec(2 * j, s), vec(2 * j + 1, s));
+        w[s] = V::join8(book_vec(t, index, 2 * j, s), book_vec(t, index, 2 * j + 1, s));
       }
     }
     F sum = w[0];
