@@ -605,6 +605,12 @@ struct Body {
     return sum;
   }
 
+  // A row's eight lanes in kernels.h's tree (kernels_scalar.cpp has its own copy: see the top of
+  // this file for why nothing here is shared).
+  static float reduce8(const float* l) {
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  }
+
   // Lanes of x_t[8v..8v+8) matching vector j's weights.
   static F tile_inputs(const float* x8, int j) {
     if constexpr (kLanes == 4) return V::loadu(x8 + 4 * (j % 2));
@@ -655,11 +661,8 @@ struct Body {
       alignas(64) float a[J * kLanes];
 #pragma GCC unroll 4
       for (int j = 0; j < J; j++) V::store(a + j * kLanes, acc[j][t]);
-      for (int p = 0; p < tile.live; p++) {
-        const float* l = a + p * kVqDim;
-        const float sum = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-        y[t * y_stride + p] = f16_scalar(tile.scales[p]) * sum;
-      }
+      for (int p = 0; p < tile.live; p++)
+        y[t * y_stride + p] = f16_scalar(tile.scales[p]) * reduce8(a + p * kVqDim);
     }
   }
 
