@@ -408,16 +408,16 @@ TEST_P(SimdTest, MatvecMatchesScalar) {
       }
 }
 
-// Shapes at the edges of matmul's blocking (kernels_body.h): rows 1-3 past whole tiles of 2 or 4
-// and past F32's blocks of 8, from an odd first row; tokens past whole tiles of 3 and past a
-// block of 48 (F32) or of 16 (Q8G, Q4G); F32 rows ending exactly at a vector pair, a vector past
-// one (16, 48 on AVX-512), a part of one, and a span of 512 columns.
+// Shapes at the edges of matmul's blocking (kernels_body.h): rows 1-3 past whole tiles of 2, 3
+// or 4 and past blocks of 15 or 16, from an odd first row; tokens past whole tiles of 3, 4 or 6
+// and past a block of 120; rows ending exactly at a vector (16, 48 on AVX-512), a part of one,
+// within and past a span of 512 columns.
 TEST_P(IsaTest, MatmulIsBitIdenticalToMatvec) {
   Rand g(11);
   for (TensorFormat fmt : kFormats)
-    for (int64_t rows : {1, 3, 5, 9, 13, 17})
+    for (int64_t rows : {1, 3, 5, 9, 13, 17, 34})
       for (int64_t cols : {7, 16, 48, 300, 520, 1043})
-        for (int64_t n : {1, 2, 3, 5, 7, 40, 100}) {
+        for (int64_t n : {1, 2, 3, 5, 7, 40, 125}) {
           TestMatrix m = make_matrix(fmt, rows, cols, g());
           int64_t xs = cols + 3, ys = rows + 2, r0 = rows > 1 ? 1 : 0;
           std::vector<float> x = random_floats(g, n * xs);
@@ -433,6 +433,53 @@ TEST_P(IsaTest, MatmulIsBitIdenticalToMatvec) {
             }
           }
         }
+}
+
+// The SIMD trunk rows in the order kernels_body.h fixes for an instruction set of L lanes,
+// written out: lane l takes the inputs c with c % L == l, in ascending order, each with one fma
+// (F32: straight through the row, zeros past its end; Q8G: a partial per 128-group, then
+// total = fma(scale, partial, total)); then lanes l and l + L/2 are added, then l + L/4, down
+// to one. (Q4G's lanes take its decode order's inputs, which only the instruction set's file
+// knows; MatmulIsBitIdenticalToMatvec and MatvecMatchesScalar cover it.)
+float trunk_defined(const TestMatrix& m, const float* x, int64_t r, int lanes) {
+  std::vector<float> total(lanes, 0.0f), part(lanes, 0.0f);
+  const int64_t step = m.fmt == TensorFormat::kF32 ? m.cols : kQuantGroup;
+  for (int64_t c0 = 0; c0 < m.cols; c0 += step) {
+    std::vector<float>& acc = m.fmt == TensorFormat::kF32 ? total : part;
+    std::fill(part.begin(), part.end(), 0.0f);
+    const int64_t end =
+        m.fmt == TensorFormat::kF32 ? (m.cols + lanes - 1) / lanes * lanes : c0 + kQuantGroup;
+    for (int64_t c = c0; c < end; c++) {
+      const bool in = c < m.cols;
+      const float w = !in                           ? 0.0f
+                      : m.fmt == TensorFormat::kF32 ? m.f32[r * m.cols + c]
+                                                    : (float)m.q[r * m.cols + c];
+      acc[c % lanes] = std::fma(w, in ? x[c] : 0.0f, acc[c % lanes]);
+    }
+    if (m.fmt != TensorFormat::kF32) {
+      const float s = f16_to_f32(m.scales[r * m.groups() + c0 / kQuantGroup]);
+      for (int l = 0; l < lanes; l++) total[l] = std::fma(s, part[l], total[l]);
+    }
+  }
+  for (int w = lanes / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; l++) total[l] = total[l] + total[l + w];
+  return total[0];
+}
+
+TEST_P(SimdTest, TrunkRowsFollowTheirDefinedOrder) {
+  const int lanes = GetParam() == Isa::kAvx512 ? 16 : GetParam() == Isa::kAvx2 ? 8 : 4;
+  Rand g(12);
+  for (TensorFormat fmt : {TensorFormat::kF32, TensorFormat::kQ8G})
+    for (int64_t rows : {1, 5, 17})
+      for (int64_t cols : {1, 7, 16, 100, 128, 129, 300, 1043}) {
+        TestMatrix m = make_matrix(fmt, rows, cols, g());
+        std::vector<float> x = random_floats(g, cols);
+        std::vector<float> got = run_matvec(k(), m, x.data(), 0, rows);
+        for (int64_t r = 0; r < rows; r++)
+          ASSERT_TRUE(same_bits(got[r], trunk_defined(m, x.data(), r, lanes)))
+              << shape(m, 0, rows) << " row " << r << ": " << got[r] << " vs "
+              << trunk_defined(m, x.data(), r, lanes);
+      }
 }
 
 // The attention kernels follow kernels.h's orders exactly, written out here independently: 16

@@ -59,6 +59,11 @@ struct VqMatrix {
   const uint16_t* scales = nullptr;  // rows f16 (exact decode, subnormals kept)
 };
 
+// The most a matmul call allocates for the tokens' inputs, in floats (their panels,
+// kernels_body.h), for any matrix of up to that many columns; the RAM plan counts it per compute
+// thread.
+constexpr int64_t kMatmulPanelFloats = 1 << 20;
+
 constexpr int64_t kVqRowBlock = 64;
 constexpr int kVqDim = 8;
 
@@ -66,7 +71,8 @@ struct Kernels {
   Isa isa;
 
   // y[r] = sum_c w[r][c] * x[c] for r in [r0, r1); y is indexed by absolute row.
-  // Quantized: per 128-group a float partial dot, then acc += f16(scale) * partial.
+  // Quantized: per 128-group a float partial dot, then acc += f16(scale) * partial. Each Isa
+  // fixes its summation order (docs/FORMAT.md §8.4; the SIMD ones in kernels_body.h).
   void (*matvec)(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
 
   // For t < n: y[t*y_stride + r] = row r of w times x + t*x_stride, for r in [r0, r1).

@@ -23,9 +23,9 @@
 //   join8(a, b) (16 lanes only): 8 floats from a, then 8 from b; dup8(p) (16 lanes only): the 8
 //     floats at p twice,
 //   kDeltaVecs: vectors per column span in delta_rule (registers permitting),
-//   kRegisters: the vector registers the compiler can allocate (sizes F32 matmul's tiles),
+//   kRegisters: the vector registers the compiler can allocate (sizes matmul's and vq_rows' tiles),
 //   pin(v): v stays in a register (where an instruction set's multiply-add can take a memory
-//     operand, GCC otherwise folds F32 matmul's weight loads into every multiply-add of a tile:
+//     operand, GCC otherwise folds matmul's weight loads into every multiply-add of a tile:
 //     one load per multiply-add instead of one per weight vector).
 #pragma once
 
@@ -41,7 +41,6 @@ namespace waste {
 namespace {
 
 constexpr int kRowTile = 4;          // rows sharing each x load
-constexpr int kTokenTile = 16;       // matmul tokens sharing each decoded group
 constexpr int64_t kScaleChunk = 64;  // groups whose scales are decoded at once
 constexpr int64_t kStackFloats = 8192;
 
@@ -92,9 +91,18 @@ struct Body {
     for (; i < n; i++) out[i] = f16_scalar(h[i]);
   }
 
-  // --- Quantized trunk rows. A decode step turns a run of code bytes into kVecs lane vectors
-  // of exact integer-valued floats; x is rearranged once per call into a zero-padded "panel" in
-  // the order the vectors come out, so the codes need only in-lane work.
+  // --- Trunk rows (kernels.h matvec/matmul). Each instruction set fixes one order per output,
+  // which matvec and matmul both follow, so a window gives decode's bits:
+  //   F32: one vector accumulator over the row's kLanes-wide chunks in ascending order (the last
+  //     one zero past the row's end), then hsum;
+  //   Q8G/Q4G: per 128-group a partial dot, one vector accumulator over the group's decoded
+  //     vectors in decode order, then total = fma(scale, partial, total); hsum(total) at the end.
+  // One accumulator per output (not several interleaved chains) is what lets matmul's register
+  // tiles hold many outputs; matvec gets its independent chains from the rows of its tile.
+  //
+  // Quantized codes: a decode step turns a run of code bytes into kVecs lane vectors of exact
+  // integer-valued floats; x is rearranged once per call into a zero-padded "panel" in the order
+  // the vectors come out, so the codes need only in-lane work.
 
   struct Q4 {
     static constexpr int kSteps = (int)(kQuantGroup / 2 / V::kQ4StepBytes), kVecs = V::kQ4Vecs;
@@ -106,8 +114,7 @@ struct Body {
     static void decode(const uint8_t* p, int j, F* f) { V::q8(p + j * V::kQ8StepBytes, f); }
   };
   static_assert(Q4::kVecs * kLanes == Q4::kStepInputs && Q8::kVecs * kLanes == V::kQ8StepBytes);
-  // matmul's decoded_dots relies on it: see there.
-  static_assert(Q4::kVecs % 2 == 0 && Q8::kVecs % 2 == 0);
+  static constexpr int kGroupVecs = (int)(kQuantGroup / kLanes);
 
   // Q4G needs x in decode order, Q8G in input order; both zero-padded to whole groups. Callers
   // split rows across threads, so this O(cols) step runs once per row range and must stay cheap.
@@ -128,6 +135,8 @@ struct Body {
         panel[c0 + i] = c0 + order[i] < cols ? x[c0 + order[i]] : 0.0f;
   }
 
+  static int64_t padded_cols(const Matrix& w) { return w.groups() * kQuantGroup; }
+
   // Code pointers of NR rows at one group.
   template <int NR>
   struct Rows {
@@ -143,25 +152,13 @@ struct Body {
     return c;
   }
 
-  template <int NR, class Codes>
-  static void decode_group(const Rows<NR>& rows, float* out) {
-    for (int k = 0; k < NR; k++)
-      for (int j = 0; j < Codes::kSteps; j++) {
-        F f[Codes::kVecs];
-        Codes::decode(rows.p[k], j, f);
-        for (int i = 0; i < Codes::kVecs; i++)
-          V::store(out + k * kQuantGroup + (j * Codes::kVecs + i) * kLanes, f[i]);
-      }
-  }
-
-  // The per-group partial dots of NR rows for matvec: two accumulators per row, the vectors of
-  // the group alternating between them in ascending order, then one add.
+  // The partial dots of NR rows at one group: each row's one accumulator takes the group's
+  // vectors in decode order.
   template <int NR, class Codes>
   static inline __attribute__((always_inline)) void group_dots(const Rows<NR>& w, const float* xg,
                                                                F* part) {
-    F acc[2][NR];
 #pragma GCC unroll 8
-    for (int k = 0; k < NR; k++) acc[0][k] = acc[1][k] = V::zero();
+    for (int k = 0; k < NR; k++) part[k] = V::zero();
 #pragma GCC unroll 8
     for (int j = 0; j < Codes::kSteps; j++) {
 #pragma GCC unroll 8
@@ -169,35 +166,10 @@ struct Body {
         F f[Codes::kVecs];
         Codes::decode(w.p[k], j, f);
 #pragma GCC unroll 8
-        for (int i = 0; i < Codes::kVecs; i++) {
-          F x = V::load(xg + (j * Codes::kVecs + i) * kLanes);
-          acc[i % 2][k] = V::fma(f[i], x, acc[i % 2][k]);
-        }
+        for (int i = 0; i < Codes::kVecs; i++)
+          part[k] = V::fma(f[i], V::load(xg + (j * Codes::kVecs + i) * kLanes), part[k]);
       }
     }
-#pragma GCC unroll 8
-    for (int k = 0; k < NR; k++) part[k] = V::add(acc[0][k], acc[1][k]);
-  }
-
-  // group_dots for codes decoded earlier (matmul): the loop runs vector-major, yet every
-  // accumulator receives the same FMAs in the same order as in group_dots (vectors ascending,
-  // parity picking the accumulator, since decode steps hold an even number of vectors), so the
-  // partials are bit-identical to matvec's.
-  template <int NR>
-  static inline __attribute__((always_inline)) void decoded_dots(const float* w, const float* x,
-                                                                 F* part) {
-    F acc[2][NR];
-#pragma GCC unroll 8
-    for (int k = 0; k < NR; k++) acc[0][k] = acc[1][k] = V::zero();
-#pragma GCC unroll 32
-    for (int v = 0; v < kQuantGroup / kLanes; v++) {
-      F xv = V::load(x + v * kLanes);
-#pragma GCC unroll 8
-      for (int k = 0; k < NR; k++)
-        acc[v % 2][k] = V::fma(V::load(w + k * kQuantGroup + v * kLanes), xv, acc[v % 2][k]);
-    }
-#pragma GCC unroll 8
-    for (int k = 0; k < NR; k++) part[k] = V::add(acc[0][k], acc[1][k]);
   }
 
   // Fetches the same group of the next row tile: the hardware prefetcher alone falls behind on
@@ -236,36 +208,6 @@ struct Body {
     for (int k = 0; k < NR; k++) y[r + k] = V::hsum(acc[k]);
   }
 
-  // nt tokens (panels `stride` floats apart) through NR rows; outputs y[t*y_stride + r + k].
-  // Kept out of line: inlined into matmul beside its other instantiation, GCC spills more
-  // (measured on AVX-512 Q4G: 0.55 -> 0.35 ms per token of a 2048 x 7168 matrix).
-  template <int NR, class Codes>
-  static __attribute__((noinline)) void quant_tile_matmul(const Matrix& w, const float* panels,
-                                                          int64_t stride, int nt, float* y,
-                                                          int64_t y_stride, int64_t r) {
-    F acc[kTokenTile][NR];
-    for (int t = 0; t < nt; t++)
-      for (int k = 0; k < NR; k++) acc[t][k] = V::zero();
-    alignas(64) float decoded[NR * kQuantGroup];
-    float sc[NR][kScaleChunk];
-    for (int64_t g0 = 0; g0 < w.groups(); g0 += kScaleChunk) {
-      int64_t ng = min64(kScaleChunk, w.groups() - g0);
-      tile_scales<NR>(w, r, g0, ng, sc);
-      for (int64_t g = 0; g < ng; g++) {
-        decode_group<NR, Codes>(rows_at<NR>(w, r, g0 + g), decoded);
-        const float* xg = panels + (g0 + g) * kQuantGroup;
-        for (int t = 0; t < nt; t++) {
-          F part[NR];
-          decoded_dots<NR>(decoded, xg + t * stride, part);
-#pragma GCC unroll 8
-          for (int k = 0; k < NR; k++) acc[t][k] = V::fma(V::set1(sc[k][g]), part[k], acc[t][k]);
-        }
-      }
-    }
-    for (int t = 0; t < nt; t++)
-      for (int k = 0; k < NR; k++) y[t * y_stride + r + k] = V::hsum(acc[t][k]);
-  }
-
   template <class Codes>
   static void quant_matvec(const Matrix& w, const float* panel, float* y, int64_t r0, int64_t r1) {
     int64_t r = r0;
@@ -273,45 +215,26 @@ struct Body {
     for (; r < r1; r++) quant_tile_matvec<1, Codes>(w, panel, y, r);
   }
 
-  template <class Codes>
-  static void quant_matmul(const Matrix& w, const float* panels, int64_t stride, int nt, float* y,
-                           int64_t y_stride, int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile)
-      quant_tile_matmul<kRowTile, Codes>(w, panels, stride, nt, y, y_stride, r);
-    for (; r < r1; r++) quant_tile_matmul<1, Codes>(w, panels, stride, nt, y, y_stride, r);
-  }
-
-  // --- F32 rows: two accumulators per row (even and odd chunks of kLanes), masked tail.
-
   template <int NR>
   static void f32_tile(const Matrix& w, const float* x, float* y, int64_t r) {
     const float* row[NR];
-    F a[NR], b[NR];
+    F a[NR];
     for (int k = 0; k < NR; k++) {
       row[k] = (const float*)w.data + (r + k) * w.cols;
-      a[k] = b[k] = V::zero();
+      a[k] = V::zero();
     }
     int64_t c = 0, n = w.cols;
-    for (; c + 2 * kLanes <= n; c += 2 * kLanes) {
-      F xa = V::loadu(x + c), xb = V::loadu(x + c + kLanes);
+    for (; c + kLanes <= n; c += kLanes) {
+      const F xv = V::loadu(x + c);
 #pragma GCC unroll 8
-      for (int k = 0; k < NR; k++) {
-        a[k] = V::fma(V::loadu(row[k] + c), xa, a[k]);
-        b[k] = V::fma(V::loadu(row[k] + c + kLanes), xb, b[k]);
-      }
+      for (int k = 0; k < NR; k++) a[k] = V::fma(V::loadu(row[k] + c), xv, a[k]);
     }
-    if (c + kLanes <= n) {
-      F xa = V::loadu(x + c);
-      for (int k = 0; k < NR; k++) a[k] = V::fma(V::loadu(row[k] + c), xa, a[k]);
-      c += kLanes;
-    }
-    if (c < n) {
+    if (c < n) {  // the zeros past the row's end take part, as in matmul's padded copies
       auto m = V::first(n - c);
-      F xb = V::load_m(x + c, m);
-      for (int k = 0; k < NR; k++) b[k] = V::fma(V::load_m(row[k] + c, m), xb, b[k]);
+      const F xv = V::load_m(x + c, m);
+      for (int k = 0; k < NR; k++) a[k] = V::fma(V::load_m(row[k] + c, m), xv, a[k]);
     }
-    for (int k = 0; k < NR; k++) y[r + k] = V::hsum(V::add(a[k], b[k]));
+    for (int k = 0; k < NR; k++) y[r + k] = V::hsum(a[k]);
   }
 
   static void f32_matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
@@ -320,100 +243,90 @@ struct Body {
     for (; r < r1; r++) f32_tile<1>(w, x, y, r);
   }
 
-  // --- F32 matmul: blocks of rows x tokens. Every output gets f32_tile's operations in f32_tile's
-  // order (kernels.h: matmul == matvec); what changes is which outputs share a load. A block of
-  // kBlockRows rows and up to tokens_per_block() tokens walks the columns in spans of kSpanGroups
-  // groups of kQuantGroup columns: the block's rows for a span are copied once and its tokens'
-  // inputs were copied once into panels, and register tiles of rows x tokens then load each weight
-  // vector once for the tile's tokens and each input vector once for its rows, from L1 for every
-  // tile after the first. Outputs' two accumulators wait in memory between spans.
-  //
-  // Q8G and Q4G keep quant_matmul: this blocking with decoded spans measured slower than it on
-  // Kimi-Linear's 4096 x 2304 and on AVX2 (docs/PERFORMANCE.md): quant_matmul already decodes
-  // each group once for kTokenTile tokens and re-reads it from L1.
+  // --- matmul: blocks of rows x tokens, one loop for every format. A block of kBlockRows rows
+  // and up to tokens_per_block() tokens walks the columns in spans of kSpanGroups groups: the
+  // block's rows for a span are copied (F32) or decoded (Q8G, Q4G) once into floats, its tokens'
+  // inputs were laid out once into panels, and register tiles of rows x tokens then load each
+  // weight vector once for the tile's tokens and each input vector once for its rows. A tile
+  // gives each output matvec's operations in matvec's order; outputs' accumulators (F32) or
+  // running totals (quantized) wait in memory between spans.
 
-  // Registers: two accumulators per output, so 32 vector registers hold a 4 x 3 tile's 24 beside
-  // 4 weight vectors and an input, 16 a 2 x 3 tile's 12.
-  static constexpr int kTileRows = V::kRegisters >= 32 ? 4 : 2, kTileTokens = 3;
-  static constexpr int kBlockRows = 8;
-  static constexpr int kGroupPairs = (int)(kQuantGroup / kLanes / 2);
-  // Groups per visit of a tile (its accumulators loaded and stored once a span).
-  static constexpr int64_t kSpanGroups = 4;
-  // The weights stream from memory at 4 bytes each for every token block: few, large blocks
-  // (panels up to 2 MiB; measured on AVX-512 at 2048 x 7168: 45% of the peak against 34% with
-  // 0.5 MiB).
-  static constexpr int64_t kPanelFloats = 512 * 1024, kMaxTokens = 48;
+  // Where a format's tile shapes come from: one accumulator per output in F32, a partial and a
+  // total in Q8G/Q4G, beside a vector per tile row and one input. 32 registers: 4 x 6 and 4 x 3;
+  // 16: 3 x 4 and 2 x 3.
+  static constexpr bool kWide = V::kRegisters >= 32;
+  static constexpr int kF32Rows = kWide ? 4 : 3, kF32Tokens = kWide ? 6 : 4;
+  static constexpr int kQuantRows = kWide ? 4 : 2, kQuantTokens = 3;
+  static constexpr int kBlockRows = 16;
+  static constexpr int64_t kSpanGroups = 4, kSpanCols = kSpanGroups * kQuantGroup;
+  // The weights stream from memory once per token block: few, large blocks (measured on AVX-512
+  // at 12288 x 7168, F32: 48% of the peak with 48 tokens, 61% with 120).
+  static constexpr int64_t kMaxTokens = 120;
+  static_assert(kMaxTokens % 12 == 0 && 12 % kF32Tokens == 0 && 12 % kQuantTokens == 0);
 
-  // Tokens whose panels (`cols` floats each) fit in kPanelFloats, in whole tiles.
+  // Tokens whose panels (`cols` floats each) fit in kMatmulPanelFloats: up to kMaxTokens, in
+  // multiples of 12 (every tile's token count divides it) where at least 12 fit.
   static int64_t tokens_per_block(int64_t cols) {
-    int64_t tb = kPanelFloats / cols;
-    tb = tb < kTileTokens ? kTileTokens : tb > kMaxTokens ? kMaxTokens : tb;
-    return tb / kTileTokens * kTileTokens;
+    const int64_t tb = min64(kMaxTokens, kMatmulPanelFloats / cols);
+    return tb >= 12 ? tb / 12 * 12 : tb > 0 ? tb : 1;
   }
 
-  // n floats from src, then zeros up to `padded` (as f32_tile's masked loads read past a row).
-  static void copy_padded(float* dst, const float* src, int64_t n, int64_t padded) {
-    std::memcpy(dst, src, (size_t)n * 4);
-    for (int64_t c = n; c < padded; c++) dst[c] = 0.0f;
-  }
-
-  // One vector of R weight rows (ws floats apart) times one vector of T inputs (xs apart).
+  // One span of an R x T tile. Row k's span at w + k * kSpanCols, token t's at x + t * kSpanCols;
+  // output (k, t) keeps its vector at state + (k * ts + t) * kLanes. F32 (scales null): `n`
+  // vectors into the accumulators. Quantized: `n` groups, each a partial dot then
+  // total = fma(scales[k * kSpanGroups + g], partial, total).
   template <int R, int T>
-  static inline __attribute__((always_inline)) void tile_fmas(const float* w, int64_t ws,
-                                                              const float* x, int64_t xs,
+  static __attribute__((noinline)) void span_tile(const float* w, const float* scales,
+                                                  const float* x, int64_t n, float* state,
+                                                  int64_t ts) {
+    F acc[R][T];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 6
+      for (int t = 0; t < T; t++) acc[k][t] = V::load(state + (k * ts + t) * kLanes);
+    if (!scales) {
+      for (int64_t v = 0; v < n; v++) tile_fmas<R, T>(w + v * kLanes, x + v * kLanes, acc);
+    } else {
+      for (int64_t g = 0; g < n; g++) {
+        F part[R][T];
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++)
+#pragma GCC unroll 6
+          for (int t = 0; t < T; t++) part[k][t] = V::zero();
+        const int64_t c = g * kQuantGroup;
+#pragma GCC unroll 2
+        for (int v = 0; v < kGroupVecs; v++)
+          tile_fmas<R, T>(w + c + v * kLanes, x + c + v * kLanes, part);
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+          const F s = V::set1(scales[k * kSpanGroups + g]);
+#pragma GCC unroll 6
+          for (int t = 0; t < T; t++) acc[k][t] = V::fma(s, part[k][t], acc[k][t]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 6
+      for (int t = 0; t < T; t++) V::store(state + (k * ts + t) * kLanes, acc[k][t]);
+  }
+
+  // One vector of R span rows times one vector of T tokens' spans.
+  template <int R, int T>
+  static inline __attribute__((always_inline)) void tile_fmas(const float* w, const float* x,
                                                               F (&acc)[R][T]) {
     F wv[R];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) {
-      wv[k] = V::loadu(w + k * ws);
+      wv[k] = V::load(w + k * kSpanCols);
       V::pin(wv[k]);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int t = 0; t < T; t++) {
-      const F xv = V::loadu(x + t * xs);
+      const F xv = V::load(x + t * kSpanCols);
 #pragma GCC unroll 4
       for (int k = 0; k < R; k++) acc[k][t] = V::fma(wv[k], xv, acc[k][t]);
     }
-  }
-
-  // A span of an R x T tile of an F32 matrix as f32_tile does it: `pairs` pairs of vectors into
-  // its two accumulators (a: even vectors, b: odd), then, in the span where a row's pairs end
-  // short of its end, that ending of `tail` columns: a whole vector into a if there is one, the
-  // rest (if any) into b (the copies are zero past the row's end, as f32_tile's masked loads
-  // are). Pair j of row k at w + k * kSpanGroups * kQuantGroup + 2 * j * kLanes, of token t in
-  // group j / kGroupPairs at x + t * kQuantGroup, groups xg apart; output (k, t) keeps a and b at
-  // state + (k * ts + t) * 2 * kLanes.
-  template <int R, int T>
-  static __attribute__((noinline)) void f32_span_tile(const float* w, const float* x, int64_t xg,
-                                                      int64_t pairs, int64_t tail, float* state,
-                                                      int64_t ts) {
-    constexpr int64_t ws = kSpanGroups * kQuantGroup;
-    F a[R][T], b[R][T];
-#pragma GCC unroll 4
-    for (int k = 0; k < R; k++)
-#pragma GCC unroll 4
-      for (int t = 0; t < T; t++) {
-        a[k][t] = V::load(state + (k * ts + t) * 2 * kLanes);
-        b[k][t] = V::load(state + (k * ts + t) * 2 * kLanes + kLanes);
-      }
-    int64_t j = 0;
-    for (; j < pairs; j++) {
-      const float* xj = x + j / kGroupPairs * xg + j % kGroupPairs * 2 * kLanes;
-      tile_fmas<R, T>(w + 2 * j * kLanes, ws, xj, kQuantGroup, a);
-      tile_fmas<R, T>(w + 2 * j * kLanes + kLanes, ws, xj + kLanes, kQuantGroup, b);
-    }
-    const float* xj = x + j / kGroupPairs * xg + j % kGroupPairs * 2 * kLanes;
-    if (tail >= kLanes) tile_fmas<R, T>(w + 2 * j * kLanes, ws, xj, kQuantGroup, a);
-    if (tail > kLanes)
-      tile_fmas<R, T>(w + 2 * j * kLanes + kLanes, ws, xj + kLanes, kQuantGroup, b);
-    if (tail > 0 && tail < kLanes) tile_fmas<R, T>(w + 2 * j * kLanes, ws, xj, kQuantGroup, b);
-#pragma GCC unroll 4
-    for (int k = 0; k < R; k++)
-#pragma GCC unroll 4
-      for (int t = 0; t < T; t++) {
-        V::store(state + (k * ts + t) * 2 * kLanes, a[k][t]);
-        V::store(state + (k * ts + t) * 2 * kLanes + kLanes, b[k][t]);
-      }
   }
 
   // tile(R, T, k, t) for every tile of an nr x nt block (R and T as std::integral_constant):
@@ -434,49 +347,73 @@ struct Body {
     for (; t < nt; t++) row_tiles<TR, 1>(nr, t, tile);
   }
 
-  // Token blocks (group g of token t's inputs at panels + (g * tb + t) * kQuantGroup), row
-  // blocks, spans, tiles.
-  static void f32_matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
-                         int64_t y_stride, int64_t r0, int64_t r1) {
-    const int64_t groups = w.groups(), tb = tokens_per_block(groups * kQuantGroup);
-    // f32_tile's pairs end at `paired`, its ending (`tail` columns) after them.
-    const int64_t paired = w.cols / (2 * kLanes) * (2 * kLanes), tail = w.cols - paired;
-    constexpr int64_t kSums = 2 * kLanes;  // floats of one output's accumulators
-    Scratch panels(tb * groups * kQuantGroup), sums(kBlockRows * tb * kSums);
-    alignas(64) float span[kBlockRows * kSpanGroups * kQuantGroup];
+  // The nr block rows from r, columns of span `s`, as floats at span + k * kSpanCols (F32:
+  // zero past the row's end; quantized: decoded, with their scales at scales + k * kSpanGroups).
+  template <class Codes>
+  static void fill_span(const Matrix& w, int64_t r, int nr, int64_t s, float* span, float* scales) {
+    const int64_t g0 = s * kSpanGroups, ng = min64(kSpanGroups, w.groups() - g0);
+    for (int k = 0; k < nr; k++) {
+      float* out = span + k * kSpanCols;
+      if constexpr (std::is_void_v<Codes>) {
+        const int64_t c0 = g0 * kQuantGroup, n = min64(kSpanCols, w.cols - c0);
+        std::memcpy(out, (const float*)w.data + (r + k) * w.cols + c0, (size_t)n * 4);
+        for (int64_t c = n; c < (n + kLanes - 1) / kLanes * kLanes; c++) out[c] = 0.0f;
+      } else {
+        decode_scales(w.scales + (r + k) * w.groups() + g0, ng, scales + k * kSpanGroups);
+        for (int64_t g = 0; g < ng; g++) {
+          const Rows<1> row = rows_at<1>(w, r + k, g0 + g);
+          for (int j = 0; j < Codes::kSteps; j++) {
+            F f[Codes::kVecs];
+            Codes::decode(row.p[0], j, f);
+            for (int i = 0; i < Codes::kVecs; i++)
+              V::store(out + g * kQuantGroup + (j * Codes::kVecs + i) * kLanes, f[i]);
+          }
+        }
+      }
+    }
+  }
+
+  // Codes: Q4, Q8, or void for F32.
+  template <class Codes>
+  static void blocked_matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
+                             int64_t y_stride, int64_t r0, int64_t r1) {
+    constexpr bool f32 = std::is_void_v<Codes>;
+    constexpr int TR = f32 ? kF32Rows : kQuantRows, TT = f32 ? kF32Tokens : kQuantTokens;
+    constexpr int BR = kBlockRows / TR * TR;  // rows of a block, whole tiles
+    const int64_t padded = padded_cols(w), spans = (w.groups() + kSpanGroups - 1) / kSpanGroups;
+    const int64_t tb = tokens_per_block(spans * kSpanCols), vecs = (w.cols + kLanes - 1) / kLanes;
+    // Token t's inputs of span s at panels + (s * tb + t) * kSpanCols.
+    Scratch panels(spans * tb * kSpanCols), row(spans * kSpanCols), state(kBlockRows * tb * kLanes);
+    alignas(64) float span[kBlockRows * kSpanCols];
+    alignas(64) float scales[kBlockRows * kSpanGroups];
     for (int64_t t0 = 0; t0 < n; t0 += tb) {
       const int nt = (int)min64(tb, n - t0);
-      for (int t = 0; t < nt; t++)
-        for (int64_t g = 0; g < groups; g++) {
-          const int64_t c0 = g * kQuantGroup;
-          copy_padded(panels.get() + (g * tb + t) * kQuantGroup, x + (t0 + t) * x_stride + c0,
-                      min64(kQuantGroup, w.cols - c0), kQuantGroup);
-        }
-      for (int64_t r = r0; r < r1; r += kBlockRows) {
-        const int nr = (int)min64(kBlockRows, r1 - r);
-        for (int64_t i = 0; i < nr * tb * kSums; i += kLanes) V::store(sums.get() + i, V::zero());
-        for (int64_t g = 0; g < groups; g += kSpanGroups) {
-          const int64_t c0 = g * kQuantGroup, c1 = min64(w.cols, c0 + kSpanGroups * kQuantGroup);
-          for (int k = 0; k < nr; k++)
-            copy_padded(span + k * kSpanGroups * kQuantGroup,
-                        (const float*)w.data + (r + k) * w.cols + c0, c1 - c0,
-                        kSpanGroups * kQuantGroup);
-          const int64_t pairs = (min64(paired, c1) - min64(paired, c0)) / (2 * kLanes);
-          const int64_t ending = paired >= c0 && paired < c1 ? tail : 0;
-          for_tiles<kTileRows, kTileTokens>(nr, nt, [&](auto R, auto T, int k, int t) {
-            f32_span_tile<decltype(R)::value, decltype(T)::value>(
-                span + k * kSpanGroups * kQuantGroup, panels.get() + (g * tb + t) * kQuantGroup,
-                tb * kQuantGroup, pairs, ending, sums.get() + (k * tb + t) * kSums, tb);
+      for (int t = 0; t < nt; t++) {
+        build_panel(x + (t0 + t) * x_stride, w.cols, padded, std::is_same_v<Codes, Q4>, row.get());
+        for (int64_t s = 0; s < spans; s++)
+          std::memcpy(panels.get() + (s * tb + t) * kSpanCols, row.get() + s * kSpanCols,
+                      (size_t)min64(kSpanCols, padded - s * kSpanCols) * 4);
+      }
+      for (int64_t r = r0; r < r1; r += BR) {
+        const int nr = (int)min64(BR, r1 - r);
+        for (int64_t i = 0; i < nr * tb * kLanes; i += kLanes) V::store(state.get() + i, V::zero());
+        for (int64_t s = 0; s < spans; s++) {
+          fill_span<Codes>(w, r, nr, s, span, scales);
+          const int64_t len = f32 ? min64(kSpanCols / kLanes, vecs - s * kSpanCols / kLanes)
+                                  : min64(kSpanGroups, w.groups() - s * kSpanGroups);
+          for_tiles<TR, TT>(nr, nt, [&](auto R, auto T, int k, int t) {
+            span_tile<decltype(R)::value, decltype(T)::value>(
+                span + k * kSpanCols, f32 ? nullptr : scales + k * kSpanGroups,
+                panels.get() + (s * tb + t) * kSpanCols, len, state.get() + (k * tb + t) * kLanes,
+                tb);
           });
         }
         // A token's nr outputs in one store: each lands in another cache line, and stores of one
         // float each filled the store buffer (measured: 5-10% of a 4096x2304 window).
         for (int t = 0; t < nt; t++) {
           float out[kBlockRows];
-          for (int k = 0; k < nr; k++) {
-            const float* s = sums.get() + (k * tb + t) * kSums;
-            out[k] = V::hsum(V::add(V::load(s), V::load(s + kLanes)));
-          }
+          for (int k = 0; k < nr; k++)
+            out[k] = V::hsum(V::load(state.get() + (k * tb + t) * kLanes));
           std::memcpy(y + (t0 + t) * y_stride + r, out, (size_t)nr * 4);
         }
       }
@@ -484,10 +421,6 @@ struct Body {
   }
 
   // --- Entry points.
-
-  static int64_t padded_cols(const Matrix& w) {
-    return w.groups() * kQuantGroup;
-  }
 
   static void matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
     if (w.fmt == TensorFormat::kF32) return f32_matvec(w, x, y, r0, r1);
@@ -500,20 +433,13 @@ struct Body {
 
   static void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
                      int64_t y_stride, int64_t r0, int64_t r1) {
-    if (w.fmt == TensorFormat::kF32) return f32_matmul(w, x, n, x_stride, y, y_stride, r0, r1);
-    bool q4 = w.fmt == TensorFormat::kQ4G;
-    int64_t stride = padded_cols(w);
-    Scratch panels(stride * kTokenTile);
-    for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-      int nt = (int)min64(kTokenTile, n - t0);
-      for (int t = 0; t < nt; t++)
-        build_panel(x + (t0 + t) * x_stride, w.cols, stride, q4, panels.get() + t * stride);
-      float* yt = y + t0 * y_stride;
-      if (q4) {
-        quant_matmul<Q4>(w, panels.get(), stride, nt, yt, y_stride, r0, r1);
-      } else {
-        quant_matmul<Q8>(w, panels.get(), stride, nt, yt, y_stride, r0, r1);
-      }
+    switch (w.fmt) {
+      case TensorFormat::kF32:
+        return blocked_matmul<void>(w, x, n, x_stride, y, y_stride, r0, r1);
+      case TensorFormat::kQ4G:
+        return blocked_matmul<Q4>(w, x, n, x_stride, y, y_stride, r0, r1);
+      default:
+        return blocked_matmul<Q8>(w, x, n, x_stride, y, y_stride, r0, r1);
     }
   }
 

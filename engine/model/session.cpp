@@ -13,8 +13,9 @@ namespace {
 
 constexpr uint32_t kSessionMagic = 0x53455357;  // "WSES"
 // 2: states from the expert arithmetic of docs/FORMAT.md §8.2 (summed weights); a version 1
-// state came from lookup tables and would not match a recomputation bit for bit.
-constexpr uint32_t kSessionVersion = 2;
+// state came from lookup tables. 3: trunk rows with one accumulator per output (kernels_body.h).
+// An older state would not match a recomputation bit for bit.
+constexpr uint32_t kSessionVersion = 3;
 
 struct Header {
   uint32_t magic;

@@ -12,8 +12,9 @@ namespace fs = std::filesystem;
 constexpr uint32_t kSnapMagic = 0x53435057;  // "WPCS"
 constexpr uint32_t kRowsMagic = 0x52435057;  // "WPCR"
 // Of both kinds. 2: states from the expert arithmetic of docs/FORMAT.md §8.2 (summed weights);
-// a version 1 state came from lookup tables and would not match a recomputation bit for bit.
-constexpr uint32_t kVersion = 2;
+// a version 1 state came from lookup tables. 3: trunk rows with one accumulator per output
+// (kernels_body.h). An older state would not match a recomputation bit for bit.
+constexpr uint32_t kVersion = 3;
 
 bool is_mla(const Session& s, size_t l) {
   return s.kda[l].S.empty();
