@@ -545,10 +545,13 @@ struct Body {
   }
 
   // NT tokens through one tile, the weights from `panel` ([v][kVqTileVecs][kLanes]) or from the
-  // books.
-  template <int S, int NT, Weights W>
-  static void vq_tile(const VqTile<S>& tile, const float* panel, int64_t nv, const float* x,
+  // books; with kKeep, the weights summed from the books also go into `panel` for the tokens
+  // after these. (The sums are integer and load work, the tokens' multiply-adds floating-point
+  // work: in one loop they overlap, where a pass of sums alone would leave the FMA units idle.)
+  template <int S, int NT, Weights W, bool kKeep = false>
+  static void vq_tile(const VqTile<S>& tile, float* panel, int64_t nv, const float* x,
                       int64_t x_stride, float* y, int64_t y_stride) {
+    static_assert(!kKeep || W != Weights::kPanel);
     constexpr int J = kVqTileVecs;
     // Every loop over the tile is unrolled: an accumulator indexed at run time would live in
     // memory, stored on every position.
@@ -566,7 +569,10 @@ struct Body {
       } else {
         const TileIndex<S, W> index(tile, at);
 #pragma GCC unroll 4
-        for (int j = 0; j < J; j++) w[j] = tile_weights<S, W>(tile, index, j);
+        for (int j = 0; j < J; j++) {
+          w[j] = tile_weights<S, W>(tile, index, j);
+          if constexpr (kKeep) V::store(panel + (v * J + j) * kLanes, w[j]);
+        }
       }
 #pragma GCC unroll 6
       for (int t = 0; t < NT; t++) {
@@ -594,24 +600,12 @@ struct Body {
 
   // Tokens [t, n) through one tile, at most kVqTokens at a time.
   template <int S, Weights W, int NT = kVqTokens>
-  static void vq_tile_tail(const VqTile<S>& tile, const float* panel, int64_t nv, const float* x,
+  static void vq_tile_tail(const VqTile<S>& tile, float* panel, int64_t nv, const float* x,
                            int64_t x_stride, int64_t n, int64_t t, float* y, int64_t y_stride) {
     for (; t + NT <= n; t += NT)
       vq_tile<S, NT, W>(tile, panel, nv, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
     if constexpr (NT > 1)
       if (t < n) vq_tile_tail<S, W, NT - 1>(tile, panel, nv, x, x_stride, n, t, y, y_stride);
-  }
-
-  // The tile's sums into the panel, once for all of the call's tokens.
-  template <int S, Weights W>
-  static void vq_panel(const VqTile<S>& tile, int64_t nv, float* panel) {
-    const uint8_t* at = tile.first;
-    for (int64_t v = 0; v < nv; v++, at += kVqRowBlock * S) {
-      const TileIndex<S, W> index(tile, at);
-#pragma GCC unroll 4
-      for (int j = 0; j < kVqTileVecs; j++)
-        V::store(panel + (v * kVqTileVecs + j) * kLanes, tile_weights<S, W>(tile, index, j));
-    }
   }
 
   template <int S>
@@ -639,12 +633,15 @@ struct Body {
       } else if (!panel) {
         vq_tile_tail<S, Weights::kOffsets>(tile, nullptr, m.nv, x, x_stride, n, 0, yr, y_stride);
       } else {
+        // The first kVqTokens tokens sum the weights and keep them; the rest read them.
         if (block) {
-          vq_panel<S, Weights::kBlock>(tile, m.nv, scratch.get());
+          vq_tile<S, kVqTokens, Weights::kBlock, true>(tile, scratch.get(), m.nv, x, x_stride, yr,
+                                                       y_stride);
         } else {
-          vq_panel<S, Weights::kOffsets>(tile, m.nv, scratch.get());
+          vq_tile<S, kVqTokens, Weights::kOffsets, true>(tile, scratch.get(), m.nv, x, x_stride, yr,
+                                                         y_stride);
         }
-        vq_tile_tail<S, Weights::kPanel>(tile, scratch.get(), m.nv, x, x_stride, n, 0, yr,
+        vq_tile_tail<S, Weights::kPanel>(tile, scratch.get(), m.nv, x, x_stride, n, kVqTokens, yr,
                                          y_stride);
       }
     }
