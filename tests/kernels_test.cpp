@@ -409,15 +409,16 @@ TEST_P(SimdTest, MatvecMatchesScalar) {
 }
 
 // Shapes at the edges of matmul's blocking (kernels_body.h): rows 1-3 past whole tiles of 2, 3
-// or 4 and past blocks of 15 or 16, from an odd first row; tokens past whole tiles of 3, 4 or 6
-// and past a block of 120; rows ending exactly at a vector (16, 48 on AVX-512), a part of one,
-// within and past a span of 512 columns.
+// or 4 and past blocks of 15 or 16, from an odd first row; few tokens (up to 16: Q8G and Q4G
+// take their own loop), tokens past whole tiles of 3, 4 or 6 and past a block of 120; rows
+// ending exactly at a vector (16, 48 on AVX-512), a part of one, within and past a span of 512
+// columns.
 TEST_P(IsaTest, MatmulIsBitIdenticalToMatvec) {
   Rand g(11);
   for (TensorFormat fmt : kFormats)
     for (int64_t rows : {1, 3, 5, 9, 13, 17, 34})
       for (int64_t cols : {7, 16, 48, 300, 520, 1043})
-        for (int64_t n : {1, 2, 3, 5, 7, 40, 125}) {
+        for (int64_t n : {1, 2, 3, 5, 7, 16, 17, 40, 125}) {
           TestMatrix m = make_matrix(fmt, rows, cols, g());
           int64_t xs = cols + 3, ys = rows + 2, r0 = rows > 1 ? 1 : 0;
           std::vector<float> x = random_floats(g, n * xs);
