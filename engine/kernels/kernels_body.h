@@ -578,11 +578,35 @@ struct Body {
       static_assert(std::endian::native == std::endian::little);
       if constexpr (W == Weights::kBlock) {
 #pragma GCC unroll 8
-        for (int i = 0; i < kWords; i++) {
-          word[i] = 0;
-          std::memcpy(&word[i], at + 8 * i, 8 * i + 8 <= kBytes ? 8 : kBytes - 8 * i);
-        }
+        for (int i = 0; i < kWords; i++)
+          word[i] = load_le(at + 8 * i, 8 * i + 8 <= kBytes ? 8 : kBytes - 8 * i);
       }
+    }
+    // n (1..8, known at compile time) bytes as a little-endian word, in loads of 4, 2 and 1
+    // bytes: a short copy into the word would go through memory, and the word's 8-byte load
+    // would then wait for the copy's narrower store (a failed store-to-load forwarding, on every
+    // position).
+    [[gnu::always_inline]] static uint64_t load_le(const uint8_t* p, int n) {
+      uint64_t v = 0;
+      int i = 0;
+      if (n == 8) {
+        std::memcpy(&v, p, 8);
+        return v;
+      }
+      if (n - i >= 4) {
+        uint32_t u;
+        std::memcpy(&u, p + i, 4);
+        v |= (uint64_t)u << (8 * i);
+        i += 4;
+      }
+      if (n - i >= 2) {
+        uint16_t u;
+        std::memcpy(&u, p + i, 2);
+        v |= (uint64_t)u << (8 * i);
+        i += 2;
+      }
+      if (n - i >= 1) v |= (uint64_t)p[i] << (8 * i);
+      return v;
     }
     [[gnu::always_inline]] size_t operator()(int p, int s) const {
       if constexpr (W == Weights::kBlock) {
