@@ -146,12 +146,17 @@ TEST(Budget, TheFloorCountsEveryThreadsAttentionScores) {
   const uint64_t scores_per_position =
       (uint64_t)std::min<int64_t>(kHeadsPerUnit, cfg.n_heads) * kQueriesPerUnit * sizeof(float);
   // One thread's own buffers at 8192 positions: KDA's decays, W_kb(h), the expert kernel's
-  // panel (8 rows of the widest expert input), the trunk matmul's panels and the scores.
+  // panel (8 rows of the widest expert input), the trunk matmul's panels for the widest trunk
+  // matrix and the scores.
   const uint64_t panel = 8 * (uint64_t)std::max<int64_t>(cfg.expert_in(), cfg.moe_inter);
-  const uint64_t per_thread = ((uint64_t)cfg.kda_dim + (uint64_t)cfg.qk_nope * cfg.kv_lora + panel +
-                               (uint64_t)kMatmulPanelFloats) *
-                                  sizeof(float) +
-                              8192 * scores_per_position;
+  int64_t widest = 0;
+  for (const TrunkEntry& t : c->manifest().trunk)
+    if (t.shape.size() == 2) widest = std::max(widest, t.cols());
+  const uint64_t inputs = (uint64_t)matmul_panel_floats(widest);
+  const uint64_t per_thread =
+      ((uint64_t)cfg.kda_dim + (uint64_t)cfg.qk_nope * cfg.kv_lora + panel + inputs) *
+          sizeof(float) +
+      8192 * scores_per_position;
   const MemoryPlan one = plan_memory(c->manifest(), 8192, 1);
   const MemoryPlan four = plan_memory(c->manifest(), 8192, 4);
   EXPECT_EQ(four.state_bytes, one.state_bytes);  // one session, whatever the threads

@@ -51,9 +51,10 @@ uint64_t scratch_bytes(const ModelConfig& c) {
 // What one compute thread allocates for itself: MLA's dequantized W_kb(h) ([nope][kv_lora]) and
 // the scores of one unit of heads and queries against the whole context; KDA's decays
 // ([kda_dim]); the expert kernel's panel of summed weights (at most 8 rows of the widest
-// expert input, kernels_body.h); the trunk matmul's panels of inputs (kernels.h).
-uint64_t thread_bytes(const ModelConfig& c, int64_t ctx) {
-  uint64_t floats = (uint64_t)c.kda_dim + (uint64_t)kMatmulPanelFloats;
+// expert input, kernels_body.h); the trunk matmul's panels of inputs for the widest trunk
+// matrix (kernels.h).
+uint64_t thread_bytes(const ModelConfig& c, int64_t ctx, int64_t widest_trunk_input) {
+  uint64_t floats = (uint64_t)c.kda_dim + (uint64_t)matmul_panel_floats(widest_trunk_input);
   if (c.n_experts > 0) floats += 8 * (uint64_t)std::max<int64_t>(c.expert_in(), c.moe_inter);
   if (c.kv_lora > 0)
     floats +=
@@ -69,7 +70,9 @@ MemoryPlan plan_memory(const Manifest& m, int64_t ctx, int threads) {
   MemoryPlan p;
   p.ctx = ctx;
   p.threads = threads;
+  int64_t widest_input = 0;
   for (const TrunkEntry& t : m.trunk) {
+    if (t.shape.size() == 2) widest_input = std::max(widest_input, t.cols());
     bool text = t.name.compare(0, m.tensor_prefix.size(), m.tensor_prefix) == 0;
     if (!text) {
       p.vision_bytes += t.bytes;
@@ -80,7 +83,7 @@ MemoryPlan plan_memory(const Manifest& m, int64_t ctx, int threads) {
   }
   for (auto& [layer, b] : m.banks) p.record_bytes = std::max(p.record_bytes, b.stride());
   p.state_bytes = state_bytes(c, ctx);
-  p.scratch_bytes = scratch_bytes(c) + (uint64_t)threads * thread_bytes(c, ctx);
+  p.scratch_bytes = scratch_bytes(c) + (uint64_t)threads * thread_bytes(c, ctx, widest_input);
   p.window_token_bytes = window_token_bytes(c);
   p.min_cache_bytes = p.record_bytes * (uint64_t)c.top_k * 2;
   p.working_set_bytes = p.record_bytes * (uint64_t)c.top_k * m.banks.size();

@@ -59,10 +59,18 @@ struct VqMatrix {
   const uint16_t* scales = nullptr;  // rows f16 (exact decode, subnormals kept)
 };
 
-// The most a matmul call allocates for the tokens' inputs, in floats (their panels,
-// kernels_body.h), for any matrix of up to that many columns; the RAM plan counts it per compute
-// thread.
-constexpr int64_t kMatmulPanelFloats = 1 << 20;
+// What of matmul's blocking (kernels_body.h) the RAM plan needs: tokens per block, columns per
+// span, and the most the panels of a block's inputs hold for a matrix of any width up to that.
+constexpr int64_t kMatmulBlockTokens = 120, kMatmulSpanCols = 512, kMatmulPanelFloats = 1 << 20;
+
+// The floats one matmul call allocates at most for its inputs' panels, on a matrix of `cols`
+// columns; the RAM plan counts it per compute thread.
+constexpr int64_t matmul_panel_floats(int64_t cols) {
+  const int64_t padded = (cols + kMatmulSpanCols - 1) / kMatmulSpanCols * kMatmulSpanCols;
+  const int64_t blocked = kMatmulBlockTokens * padded;
+  const int64_t bound = blocked < kMatmulPanelFloats ? blocked : kMatmulPanelFloats;
+  return padded > bound ? padded : bound;  // one token wider than the bound takes its width
+}
 
 constexpr int64_t kVqRowBlock = 64;
 constexpr int kVqDim = 8;

@@ -215,11 +215,11 @@ struct Body {
     for (; r < r1; r++) quant_tile_matvec<1, Codes>(w, panel, y, r);
   }
 
-  // --- A few tokens (a shared decode step; up to kFewTokens): each group of a row tile is
-  // decoded once into L1 and applied to every token with group_dots' operations and order, the
-  // tokens' totals kept in registers across the whole row. Below kFewTokens the blocked loop
-  // further down costs more than it saves (measured on AVX-512: 4 tokens of a 4096 x 2304 Q8G
-  // matrix at 22% of the peak, against 40-48% here).
+  // --- A few tokens (a shared decode step; up to kFewTokens), Q8G and Q4G: each group of a row
+  // tile is decoded once into L1 and applied to every token with group_dots' operations and
+  // order, each token's running totals kept across the whole row. For so few tokens the blocked
+  // loop further down costs more than it saves (measured on AVX-512: 4 tokens of a 4096 x 2304
+  // Q8G matrix at 22% of the peak, against 40-48% here).
 
   static constexpr int kFewTokens = 16;
 
@@ -335,10 +335,11 @@ struct Body {
   static constexpr int kF32Rows = kWide ? 4 : 3, kF32Tokens = kWide ? 6 : 4;
   static constexpr int kQuantRows = kWide ? 4 : 2, kQuantTokens = 3;
   static constexpr int kBlockRows = 16;
-  static constexpr int64_t kSpanGroups = 4, kSpanCols = kSpanGroups * kQuantGroup;
+  static constexpr int64_t kSpanCols = kMatmulSpanCols, kSpanGroups = kSpanCols / kQuantGroup;
+  static_assert(kSpanGroups * kQuantGroup == kSpanCols);
   // The weights stream from memory once per token block: few, large blocks (measured on AVX-512
   // at 12288 x 7168, F32: 48% of the peak with 48 tokens, 61% with 120).
-  static constexpr int64_t kMaxTokens = 120;
+  static constexpr int64_t kMaxTokens = kMatmulBlockTokens;
   static_assert(kMaxTokens % 12 == 0 && 12 % kF32Tokens == 0 && 12 % kQuantTokens == 0);
 
   // Tokens whose panels (`cols` floats each) fit in kMatmulPanelFloats: up to kMaxTokens, in
@@ -521,6 +522,7 @@ struct Body {
 
   static void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
                      int64_t y_stride, int64_t r0, int64_t r1) {
+    if (n == 1) return matvec(w, x, y, r0, r1);  // the same bits (kernels.h), with no copies
     const bool few = n <= kFewTokens;
     switch (w.fmt) {
       case TensorFormat::kF32:
