@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -411,14 +412,16 @@ TEST_P(SimdTest, MatvecMatchesScalar) {
 // Shapes at the edges of matmul's blocking (kernels_body.h): rows 1-3 past whole tiles of 2, 3
 // or 4 and past blocks of 15 or 16, from an odd first row; few tokens (up to 16: Q8G and Q4G
 // take their own loop), tokens past whole tiles of 3, 4 or 6 and past a block of 120; rows
-// ending exactly at a vector (16, 48 on AVX-512), a part of one, within and past a span of 512
-// columns.
+// ending exactly at a vector (16, 48 on AVX-512), a part of one, within a span of 512 columns,
+// at its end and past it. Then rows wide enough that fewer than 120 tokens fill a block's
+// panels (108 for 9,000 columns), so the last block is a partial one.
 TEST_P(IsaTest, MatmulIsBitIdenticalToMatvec) {
   Rand g(11);
   for (TensorFormat fmt : kFormats)
     for (int64_t rows : {1, 3, 5, 9, 13, 17, 34})
-      for (int64_t cols : {7, 16, 48, 300, 520, 1043})
-        for (int64_t n : {1, 2, 3, 5, 7, 16, 17, 40, 125}) {
+      for (int64_t cols : {7, 16, 48, 300, 520, 1024, 1043, 9000})
+        for (int64_t n : {2, 3, 5, 7, 16, 17, 40, 125}) {
+          if (cols > 2000 && rows > 5) continue;  // the wide rows' point is the token blocks
           TestMatrix m = make_matrix(fmt, rows, cols, g());
           int64_t xs = cols + 3, ys = rows + 2, r0 = rows > 1 ? 1 : 0;
           std::vector<float> x = random_floats(g, n * xs);
@@ -566,11 +569,13 @@ TEST_P(IsaTest, VqRowsFollowTheirDefinedOrder) {
           TestVq q = make_vq(stages, entries, rows, nv, g());
           const int64_t width = nv * kVqDim, x_stride = width + 3, y_stride = rows + 2;
           const int64_t n = 1 + (int64_t)below(g, 40);
-          std::vector<float> x = random_floats(g, n * x_stride);
+          std::vector<float> x = random_floats(g, std::max<int64_t>(n, 7) * x_stride);
           std::vector<std::pair<int64_t, int64_t>> ranges = {{0, rows}};
           if (rows > 5) ranges.push_back({3, rows - 1});
           for (auto [a, b] : ranges)
-            for (int64_t tokens : {(int64_t)1, n}) {
+            // 4-7: each table's last count that sums as the positions go by, and the first that
+            // keeps its sums for a panel.
+            for (int64_t tokens : {(int64_t)1, (int64_t)4, (int64_t)5, (int64_t)6, (int64_t)7, n}) {
               std::vector<float> y(tokens * y_stride, kSentinel);
               k().vq_rows(q.view_books(), x.data(), tokens, x_stride, q.view(), y.data(), y_stride,
                           a, b);

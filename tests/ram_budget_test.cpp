@@ -146,13 +146,13 @@ TEST(Budget, TheFloorCountsEveryThreadsAttentionScores) {
   const uint64_t scores_per_position =
       (uint64_t)std::min<int64_t>(kHeadsPerUnit, cfg.n_heads) * kQueriesPerUnit * sizeof(float);
   // One thread's own buffers at 8192 positions: KDA's decays, W_kb(h), the expert kernel's
-  // panel (8 rows of the widest expert input), the trunk matmul's panels for the widest trunk
+  // panel (8 rows of the widest expert input), the trunk matmul's buffers for the widest trunk
   // matrix and the scores.
   const uint64_t panel = 8 * (uint64_t)std::max<int64_t>(cfg.expert_in(), cfg.moe_inter);
   int64_t widest = 0;
   for (const TrunkEntry& t : c->manifest().trunk)
     if (t.shape.size() == 2) widest = std::max(widest, t.cols());
-  const uint64_t inputs = (uint64_t)matmul_panel_floats(widest);
+  const uint64_t inputs = (uint64_t)matmul_scratch_floats(widest);
   const uint64_t per_thread =
       ((uint64_t)cfg.kda_dim + (uint64_t)cfg.qk_nope * cfg.kv_lora + panel + inputs) *
           sizeof(float) +

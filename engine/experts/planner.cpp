@@ -51,10 +51,10 @@ uint64_t scratch_bytes(const ModelConfig& c) {
 // What one compute thread allocates for itself: MLA's dequantized W_kb(h) ([nope][kv_lora]) and
 // the scores of one unit of heads and queries against the whole context; KDA's decays
 // ([kda_dim]); the expert kernel's panel of summed weights (at most 8 rows of the widest
-// expert input, kernels_body.h); the trunk matmul's panels of inputs for the widest trunk
-// matrix (kernels.h).
+// expert input, kernels_body.h); the trunk matmul's own buffers for the widest trunk matrix
+// (kernels.h).
 uint64_t thread_bytes(const ModelConfig& c, int64_t ctx, int64_t widest_trunk_input) {
-  uint64_t floats = (uint64_t)c.kda_dim + (uint64_t)matmul_panel_floats(widest_trunk_input);
+  uint64_t floats = (uint64_t)c.kda_dim + (uint64_t)matmul_scratch_floats(widest_trunk_input);
   if (c.n_experts > 0) floats += 8 * (uint64_t)std::max<int64_t>(c.expert_in(), c.moe_inter);
   if (c.kv_lora > 0)
     floats +=

@@ -60,16 +60,23 @@ struct VqMatrix {
 };
 
 // What of matmul's blocking (kernels_body.h) the RAM plan needs: tokens per block, columns per
-// span, and the most the panels of a block's inputs hold for a matrix of any width up to that.
+// span, the most the panels of a block's inputs hold, the rows of a block and the widest vector
+// of any table (for the block's running sums), and the most tokens the few-token loop takes.
 constexpr int64_t kMatmulBlockTokens = 120, kMatmulSpanCols = 512, kMatmulPanelFloats = 1 << 20;
+constexpr int64_t kMatmulBlockRows = 16, kMatmulMaxLanes = 16, kMatmulFewTokens = 16;
 
-// The floats one matmul call allocates at most for its inputs' panels, on a matrix of `cols`
-// columns; the RAM plan counts it per compute thread.
-constexpr int64_t matmul_panel_floats(int64_t cols) {
-  const int64_t padded = (cols + kMatmulSpanCols - 1) / kMatmulSpanCols * kMatmulSpanCols;
-  const int64_t blocked = kMatmulBlockTokens * padded;
-  const int64_t bound = blocked < kMatmulPanelFloats ? blocked : kMatmulPanelFloats;
-  return padded > bound ? padded : bound;  // one token wider than the bound takes its width
+// The floats one matmul call allocates at most, on a matrix of `cols` columns: the blocked
+// loop's panels, one token's padded row and the block's running sums, or the few-token loop's
+// panels. The RAM plan counts it per compute thread.
+constexpr int64_t matmul_scratch_floats(int64_t cols) {
+  const int64_t spans = (cols + kMatmulSpanCols - 1) / kMatmulSpanCols * kMatmulSpanCols;
+  const int64_t groups = (cols + 127) / 128 * 128;
+  const int64_t blocked = kMatmulBlockTokens * spans;
+  int64_t panels = blocked < kMatmulPanelFloats ? blocked : kMatmulPanelFloats;
+  if (panels < spans) panels = spans;  // one token wider than the cap takes its width
+  const int64_t sums = kMatmulBlockRows * kMatmulBlockTokens * kMatmulMaxLanes;
+  const int64_t few = kMatmulFewTokens * groups;
+  return panels + spans + sums > few ? panels + spans + sums : few;
 }
 
 constexpr int64_t kVqRowBlock = 64;

@@ -221,7 +221,7 @@ struct Body {
   // loop further down costs more than it saves (measured on AVX-512: 4 tokens of a 4096 x 2304
   // Q8G matrix at 22% of the peak, against 40-48% here).
 
-  static constexpr int kFewTokens = 16;
+  static constexpr int kFewTokens = (int)kMatmulFewTokens;
 
   template <int NR, class Codes>
   static void decode_group(const Rows<NR>& rows, float* out) {
@@ -334,7 +334,8 @@ struct Body {
   static constexpr bool kWide = V::kRegisters >= 32;
   static constexpr int kF32Rows = kWide ? 4 : 3, kF32Tokens = kWide ? 6 : 4;
   static constexpr int kQuantRows = kWide ? 4 : 2, kQuantTokens = 3;
-  static constexpr int kBlockRows = 16;
+  static constexpr int kBlockRows = (int)kMatmulBlockRows;
+  static_assert(kLanes <= kMatmulMaxLanes && kQuantGroup == 128);
   static constexpr int64_t kSpanCols = kMatmulSpanCols, kSpanGroups = kSpanCols / kQuantGroup;
   static_assert(kSpanGroups * kQuantGroup == kSpanCols);
   // The weights stream from memory once per token block: few, large blocks (measured on AVX-512
@@ -345,7 +346,7 @@ struct Body {
   // Tokens whose panels (`cols` floats each) fit in kMatmulPanelFloats: up to kMaxTokens, in
   // multiples of 12 (every tile's token count divides it) where at least 12 fit.
   static int64_t tokens_per_block(int64_t cols) {
-    const int64_t tb = min64(kMaxTokens, kMatmulPanelFloats / cols);
+    const int64_t tb = min64(kMaxTokens, kMatmulPanelFloats / (cols > 0 ? cols : 1));
     return tb >= 12 ? tb / 12 * 12 : tb > 0 ? tb : 1;
   }
 
