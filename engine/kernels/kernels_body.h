@@ -208,11 +208,20 @@ struct Body {
     for (int k = 0; k < NR; k++) y[r + k] = V::hsum(acc[k]);
   }
 
+  // tile(NR, r) over rows [r0, r1): tiles of kRowTile rows, then the rest one by one (NR as a
+  // std::integral_constant).
+  template <class Fn>
+  static void for_row_tiles(int64_t r0, int64_t r1, Fn&& tile) {
+    int64_t r = r0;
+    for (; r + kRowTile <= r1; r += kRowTile) tile(std::integral_constant<int, kRowTile>{}, r);
+    for (; r < r1; r++) tile(std::integral_constant<int, 1>{}, r);
+  }
+
   template <class Codes>
   static void quant_matvec(const Matrix& w, const float* panel, float* y, int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile) quant_tile_matvec<kRowTile, Codes>(w, panel, y, r);
-    for (; r < r1; r++) quant_tile_matvec<1, Codes>(w, panel, y, r);
+    for_row_tiles(r0, r1, [&](auto NR, int64_t r) {
+      quant_tile_matvec<decltype(NR)::value, Codes>(w, panel, y, r);
+    });
   }
 
   // --- A few tokens (a shared decode step; up to kFewTokens), Q8G and Q4G: each group of a row
@@ -223,14 +232,15 @@ struct Body {
 
   static constexpr int kFewTokens = (int)kMatmulFewTokens;
 
+  // One group of NR rows decoded into floats, row k's at out + k * row_stride, in decode order.
   template <int NR, class Codes>
-  static void decode_group(const Rows<NR>& rows, float* out) {
+  static void decode_group(const Rows<NR>& rows, float* out, int64_t row_stride) {
     for (int k = 0; k < NR; k++)
       for (int j = 0; j < Codes::kSteps; j++) {
         F f[Codes::kVecs];
         Codes::decode(rows.p[k], j, f);
         for (int i = 0; i < Codes::kVecs; i++)
-          V::store(out + k * kQuantGroup + (j * Codes::kVecs + i) * kLanes, f[i]);
+          V::store(out + k * row_stride + (j * Codes::kVecs + i) * kLanes, f[i]);
       }
   }
 
@@ -264,7 +274,7 @@ struct Body {
       const int64_t ng = min64(kScaleChunk, w.groups() - g0);
       tile_scales<NR>(w, r, g0, ng, sc);
       for (int64_t g = 0; g < ng; g++) {
-        decode_group<NR, Codes>(rows_at<NR>(w, r, g0 + g), decoded);
+        decode_group<NR, Codes>(rows_at<NR>(w, r, g0 + g), decoded, kQuantGroup);
         const float* xg = panels + (g0 + g) * kQuantGroup;
         for (int t = 0; t < nt; t++) {
           F part[NR];
@@ -286,10 +296,9 @@ struct Body {
     for (int t = 0; t < n; t++)
       build_panel(x + t * x_stride, w.cols, stride, std::is_same_v<Codes, Q4>,
                   panels.get() + t * stride);
-    int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile)
-      few_tokens_tile<kRowTile, Codes>(w, panels.get(), stride, n, y, y_stride, r);
-    for (; r < r1; r++) few_tokens_tile<1, Codes>(w, panels.get(), stride, n, y, y_stride, r);
+    for_row_tiles(r0, r1, [&](auto NR, int64_t r) {
+      few_tokens_tile<decltype(NR)::value, Codes>(w, panels.get(), stride, n, y, y_stride, r);
+    });
   }
 
   template <int NR>
@@ -315,9 +324,7 @@ struct Body {
   }
 
   static void f32_matvec(const Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    for (; r + kRowTile <= r1; r += kRowTile) f32_tile<kRowTile>(w, x, y, r);
-    for (; r < r1; r++) f32_tile<1>(w, x, y, r);
+    for_row_tiles(r0, r1, [&](auto NR, int64_t r) { f32_tile<decltype(NR)::value>(w, x, y, r); });
   }
 
   // --- matmul: blocks of rows x tokens, one loop for every format. A block of kBlockRows rows
@@ -450,14 +457,8 @@ struct Body {
       } else {
         decode_scales(w.scales + (r + k) * groups + g0, ng, scales + k * kSpanGroups);
         const uint8_t* codes = (const uint8_t*)w.data + (r + k) * row_bytes + g0 * group_bytes;
-        for (int64_t g = 0; g < ng; g++) {
-          for (int j = 0; j < Codes::kSteps; j++) {
-            F f[Codes::kVecs];
-            Codes::decode(codes + g * group_bytes, j, f);
-            for (int i = 0; i < Codes::kVecs; i++)
-              V::store(out + g * kQuantGroup + (j * Codes::kVecs + i) * kLanes, f[i]);
-          }
-        }
+        for (int64_t g = 0; g < ng; g++)
+          decode_group<1, Codes>(Rows<1>{{codes + g * group_bytes}}, out + g * kQuantGroup, 0);
       }
     }
   }
@@ -521,20 +522,22 @@ struct Body {
     quant_matvec<Q8>(w, panel.get(), y, r0, r1);
   }
 
+  template <class Codes>
+  static void quant_matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
+                           int64_t y_stride, int64_t r0, int64_t r1) {
+    if (n <= kFewTokens)
+      return few_tokens_matmul<Codes>(w, x, (int)n, x_stride, y, y_stride, r0, r1);
+    blocked_matmul<Codes>(w, x, n, x_stride, y, y_stride, r0, r1);
+  }
+
   static void matmul(const Matrix& w, const float* x, int64_t n, int64_t x_stride, float* y,
                      int64_t y_stride, int64_t r0, int64_t r1) {
     if (n == 1) return matvec(w, x, y, r0, r1);  // the same bits (kernels.h), with no copies
-    const bool few = n <= kFewTokens;
-    switch (w.fmt) {
-      case TensorFormat::kF32:
-        return blocked_matmul<void>(w, x, n, x_stride, y, y_stride, r0, r1);
-      case TensorFormat::kQ4G:
-        if (few) return few_tokens_matmul<Q4>(w, x, (int)n, x_stride, y, y_stride, r0, r1);
-        return blocked_matmul<Q4>(w, x, n, x_stride, y, y_stride, r0, r1);
-      default:
-        if (few) return few_tokens_matmul<Q8>(w, x, (int)n, x_stride, y, y_stride, r0, r1);
-        return blocked_matmul<Q8>(w, x, n, x_stride, y, y_stride, r0, r1);
-    }
+    if (w.fmt == TensorFormat::kF32)
+      return blocked_matmul<void>(w, x, n, x_stride, y, y_stride, r0, r1);
+    if (w.fmt == TensorFormat::kQ4G)
+      return quant_matmul<Q4>(w, x, n, x_stride, y, y_stride, r0, r1);
+    quant_matmul<Q8>(w, x, n, x_stride, y, y_stride, r0, r1);
   }
 
   // --- VQ rows (kernels.h). A tile is kVqTileVecs weight vectors per position: kVqTileRows
